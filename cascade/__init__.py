@@ -1,0 +1,16 @@
+"""A small draft model and a large target model writing one text together.
+
+    from cascade import ModelConfig, GenerationConfig, load_pair, Engine
+    engine = Engine(load_pair(ModelConfig(draft="small.gguf", target="large.gguf")))
+    for event in engine.generate("My name is A", GenerationConfig(policy="cascade")):
+        ...  # TokenEvents as they happen, then one Summary
+"""
+
+from .config import GenerationConfig, ModelConfig, POLICIES
+from .engine import Engine
+from .events import ModelStats, Summary, TokenEvent
+from .models import ModelError, ModelPair, load_pair
+from .prompt import PromptError
+
+__all__ = ["Engine", "GenerationConfig", "ModelConfig", "ModelError", "ModelPair", "ModelStats", "POLICIES",
+           "PromptError", "Summary", "TokenEvent", "load_pair"]

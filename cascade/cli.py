@@ -1,0 +1,123 @@
+"""`python -m cascade generate ...`: stream a generation to the terminal, or as JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Sequence
+
+from .config import POLICIES, GenerationConfig, ModelConfig, limits
+from .engine import Engine
+from .events import Summary, TokenEvent
+from .models import ModelError, load_pair
+
+RED, DIM_STRIKE, RESET = "\033[91m", "\033[2;9m", "\033[0m"
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, cls: type, type_: type, dest: str | None = None) -> None:
+    meta = limits(cls, dest or name.lstrip("-").replace("-", "_"))
+    parser.add_argument(name, type=type_, default=meta["default"], dest=dest,
+                        help=f"{meta['help']} (default {meta['default']})")
+
+
+def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
+    return ModelConfig(draft=args.draft, target=args.target, n_threads=args.n_threads, n_ctx=args.n_ctx,
+                       n_batch=args.n_batch)
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    model = ModelConfig()
+    parser.add_argument("--draft", default=os.environ.get("CASCADE_DRAFT", model.draft),
+                        help="draft model: a .gguf path or repo_id/filename (env CASCADE_DRAFT)")
+    parser.add_argument("--target", default=os.environ.get("CASCADE_TARGET", model.target),
+                        help="target model: a .gguf path or repo_id/filename (env CASCADE_TARGET)")
+    _flag(parser, "--threads", ModelConfig, int, dest="n_threads")
+    _flag(parser, "--n-ctx", ModelConfig, int)
+    _flag(parser, "--n-batch", ModelConfig, int)
+
+
+def add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", choices=POLICIES, default=GenerationConfig.policy,
+                        help="who writes (default %(default)s)")
+    for name, type_ in (("--threshold", float), ("--rollback-threshold", float), ("--k", int),
+                        ("--max-tokens", int), ("--temperature", float), ("--top-p", float),
+                        ("--top-k", int), ("--seed", int)):
+        _flag(parser, name, GenerationConfig, type_)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--chat", dest="chat", action="store_true", default=True,
+                      help="wrap the prompt in the model's chat template (default)")
+    mode.add_argument("--raw", dest="chat", action="store_false", help="continue the prompt as raw text")
+    parser.add_argument("--stop", action="append", default=[], help="stop after this string (repeatable)")
+
+
+def generation_config_from_args(args: argparse.Namespace) -> GenerationConfig:
+    return GenerationConfig(policy=args.policy, threshold=args.threshold,
+                            rollback_threshold=args.rollback_threshold, k=args.k, max_tokens=args.max_tokens,
+                            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+                            chat=args.chat, stop=tuple(args.stop))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m cascade",
+                                     description="A small draft model and a large target model writing together.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate text, showing the target's tokens in red")
+    add_model_flags(gen)
+    add_generation_flags(gen)
+    gen.add_argument("--json", action="store_true", help="one JSON object per token event, then the summary")
+    gen.add_argument("--show-discarded", action="store_true",
+                     help="also print discarded draft tokens, struck through")
+    gen.add_argument("prompt", help="the prompt")
+    return parser
+
+
+def describe(summary: Summary) -> str:
+    acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
+    return (f"{summary.n_tokens} tokens, {summary.n_target_tokens} by the target "
+            f"({summary.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.wall_s:.2f} s "
+            f"(draft {summary.draft.seconds:.2f} s, target {summary.target.seconds:.2f} s); "
+            f"stopped: {summary.stop_reason}")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    config = generation_config_from_args(args).validate()
+    pair = load_pair(model_config_from_args(args),
+                     progress=lambda msg: None if args.json else print(f"[{msg}]", file=sys.stderr))
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ or "FORCE_COLOR" in os.environ
+    out = sys.stdout
+    for event in Engine(pair).generate(args.prompt, config):
+        if args.json:
+            record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+        elif isinstance(event, TokenEvent):
+            out.write(_render(event, color, args.show_discarded))
+            out.flush()
+        else:
+            out.write("\n")
+            print(describe(event), file=sys.stderr)
+    return 0
+
+
+def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
+    if not event.accepted:
+        return f"{DIM_STRIKE}{event.text}{RESET}" if show_discarded and color else ""
+    if event.source == "target" and color:
+        return f"{RED}{event.text}{RESET}"
+    return event.text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            return run_generate(args)
+    except (ModelError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\n[stopped]", file=sys.stderr)
+        return 130
+    return 1

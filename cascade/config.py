@@ -1,0 +1,92 @@
+"""Every default in one place, with the reason for it.
+
+The command line's flags and the page's controls read their defaults, ranges and help text from the
+field metadata here, so a default is changed once and everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+# The seed's pair: official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B.
+DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf"
+DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
+
+POLICIES = ("target", "draft", "cascade", "bild", "speculative", "seed")
+
+
+def _opt(default: Any, help: str, **limits: Any) -> Any:
+    """A dataclass field whose metadata carries help text and an allowed range (min, max)."""
+    return field(default=default, metadata={"help": help, **limits})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """How the two models are found and loaded: settled once per process."""
+
+    draft: str = _opt(DEFAULT_DRAFT, "draft model: a local .gguf path or repo_id/filename on the Hub")
+    target: str = _opt(DEFAULT_TARGET, "target model: a local .gguf path or repo_id/filename on the Hub")
+    # Both models run one after the other, never at once, so each may use every core.
+    n_threads: int = _opt(os.cpu_count() or 1, "CPU threads per model", min=1, max=256)
+    # Qwen2.5 is trained for 32k; 4096 holds a long chat turn and keeps the KV cache small.
+    n_ctx: int = _opt(4096, "context size in tokens (prompt plus output)", min=64, max=32768)
+    # Prompt processing is batched this many tokens at a time; verification batches are far smaller.
+    n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096)
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """One request: which policy writes, and how it decides."""
+
+    policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES)
+    # The seed's value: the draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2.
+    # Perplexity is never below 1, so a threshold under 1 sends every token to the target.
+    threshold: float = _opt(5.0, "escalate a draft token whose perplexity exceeds this", min=0.0, max=1e6)
+    # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
+    # inside the paper's 2-5 nats of cross-entropy).
+    rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
+                                     min=1.0, max=1e6)
+    # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
+    k: int = _opt(4, "speculative: draft tokens proposed per target check", min=1, max=32)
+    # BiLD checks only when the draft falls back; this bounds how long text waits unchecked (and memory:
+    # one row of logits per pending token).
+    bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
+    max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
+    # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
+    temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0)
+    top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0)
+    top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000)
+    seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1)
+    # Instruct models answer a chat turn; raw completion continues the text as written.
+    chat: bool = _opt(True, "wrap the prompt in the model's chat template")
+    stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
+
+    def validate(self) -> "GenerationConfig":
+        """Raise ValueError naming the first bad setting; return self so calls can chain."""
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        for f in dataclasses.fields(self):
+            value, meta = getattr(self, f.name), f.metadata
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a finite number, got {value}")
+            lo, hi = meta.get("min"), meta.get("max")
+            if lo is not None and value < lo or hi is not None and value > hi:
+                raise ValueError(f"{f.name} must be between {lo} and {hi}, got {value}")
+        if any(not s for s in self.stop):
+            raise ValueError("stop strings must not be empty")
+        return self
+
+    def replace(self, **changes: Any) -> "GenerationConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def limits(cls: type, name: str) -> dict[str, Any]:
+    """The default, range and help of one field, for building a flag or a slider."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return {"default": f.default, **f.metadata}

@@ -1,0 +1,105 @@
+"""What the engine tells its callers: typed, immutable records.
+
+The engine yields `TokenEvent`s as it decides and one `Summary` at the end. The command line and the
+page only render these; neither knows how routing works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+Source = Literal["draft", "target"]
+# accepted:    the token is in the output (its `text` is what it adds).
+# escalated:   the draft doubted its own token (perplexity over the threshold); the target wrote this
+#              position instead.
+# rejected:    a drafted token the target's check did not accept (speculative decoding).
+# rolled_back: a drafted token the target overruled after the fact (BiLD's rollback).
+Status = Literal["accepted", "escalated", "rejected", "rolled_back"]
+StopReason = Literal["eos", "max_tokens", "stop_string", "context_full", "cancelled"]
+
+
+def _finite(x: float | None) -> float | None:
+    # JSON has no infinity; a perplexity too large to represent is reported as None.
+    return x if x is None or math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    position: int  # index in the generated text, 0 = first token after the prompt
+    token_id: int
+    text: str  # accepted: the text it adds (never half a character); otherwise its own piece
+    source: Source
+    status: Status
+    draft_ppl: float | None  # the draft's perplexity of this token, where the draft scored it
+    target_ppl: float | None  # the target's perplexity of this token, where the target scored it
+    t: float  # seconds since the generation started
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == "accepted"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["draft_ppl"], d["target_ppl"] = _finite(self.draft_ppl), _finite(self.target_ppl)
+        return d
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    """What one model did during one generation."""
+
+    calls: int = 0  # llama_decode calls
+    tokens_evaluated: int = 0  # tokens pushed through the model (prompt included)
+    tokens_discarded: int = 0  # evaluated tokens later removed from its cache (rollbacks)
+    seconds: float = 0.0  # wall time inside the model (decode plus reading logits)
+
+    def __sub__(self, other: "ModelStats") -> "ModelStats":
+        return ModelStats(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    policy: str
+    stop_reason: StopReason
+    prompt_tokens: int
+    n_tokens: int  # tokens in the output
+    n_draft_tokens: int  # of which the draft wrote
+    n_target_tokens: int  # of which the target wrote
+    n_drafted: int  # tokens the draft sampled, kept or not
+    n_escalated: int
+    n_rejected: int
+    n_rolled_back: int
+    wall_s: float  # generation time: prompt processing included, model loading excluded
+    draft: ModelStats
+    target: ModelStats
+
+    @property
+    def target_share(self) -> float:
+        return self.n_target_tokens / self.n_tokens if self.n_tokens else 0.0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Share of the draft's tokens that ended up in the output (None if it drafted nothing)."""
+        return self.n_draft_tokens / self.n_drafted if self.n_drafted else None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        """Wall time spent outside both models: our own bookkeeping."""
+        return max(0.0, self.wall_s - self.draft.seconds - self.target.seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.update(target_share=self.target_share, acceptance_rate=self.acceptance_rate,
+                 tokens_per_s=self.tokens_per_s, overhead_s=self.overhead_s)
+        return d
+
+
+Event = Union[TokenEvent, Summary]

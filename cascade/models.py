@@ -1,0 +1,187 @@
+"""Finding, downloading, loading and pairing the two models.
+
+A model is named by a local path or by `repo_id/filename` on the Hugging Face Hub; Hub files are
+fetched once with huggingface_hub (which writes to a temporary name and renames, so an interrupted
+download is never mistaken for a whole file) and read from its cache afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import llama_cpp
+
+from .config import ModelConfig
+from .runner import ModelRunner
+
+GGUF_MAGIC = b"GGUF"
+# llama.cpp's own speculative example lets the vocabularies differ by this many (padding) tokens.
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+
+
+class ModelError(Exception):
+    """A model could not be found, fetched, loaded or paired; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class HubFile:
+    repo_id: str
+    filename: str
+
+
+def parse_model_spec(spec: str) -> Path | HubFile:
+    """A local path if one exists (or the spec clearly is a path), else `owner/repo/filename`."""
+    path = Path(spec).expanduser()
+    looks_local = spec.startswith(("/", "./", "../", "~")) or path.exists()
+    parts = spec.split("/")
+    if looks_local or len(parts) < 3:
+        return path
+    return HubFile(repo_id="/".join(parts[:2]), filename="/".join(parts[2:]))
+
+
+def resolve_model(spec: str, role: str = "model") -> Path:
+    """The local path of a model, downloading it from the Hub on first use."""
+    where = parse_model_spec(spec)
+    if isinstance(where, Path):
+        if not where.is_file():
+            raise ModelError(f"{role} model file not found: {spec}")
+        return where
+    return _download(where, role)
+
+
+def _download(hub: HubFile, role: str) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError)
+
+    try:
+        return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename))
+    except LocalEntryNotFoundError as e:
+        raise ModelError(
+            f"cannot fetch the {role} model {hub.repo_id}/{hub.filename}: the Hugging Face Hub is "
+            f"unreachable (or HF_HUB_OFFLINE is set) and the file is not in the local cache. "
+            f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead."
+        ) from e
+    except (RepositoryNotFoundError, EntryNotFoundError) as e:
+        raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
+    except (HfHubHTTPError, OSError) as e:
+        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed: {e}") from e
+
+
+def check_gguf(path: Path, role: str = "model") -> None:
+    with open(path, "rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            raise ModelError(f"the {role} model is not a GGUF file: {path.name}")
+
+
+def load_model(path: Path, config: ModelConfig, role: str = "model", logits_all: bool = False) -> llama_cpp.Llama:
+    check_gguf(path, role)
+    try:
+        return llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=config.n_ctx,
+            n_batch=config.n_batch,
+            n_ubatch=config.n_batch,
+            n_threads=config.n_threads,
+            n_threads_batch=config.n_threads,
+            logits_all=logits_all,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as e:
+        raise ModelError(f"the {role} model could not be loaded (truncated or corrupt?): {path.name}") from e
+
+
+# ---- vocabulary -----------------------------------------------------------------------------------
+
+def _vocab(llm: llama_cpp.Llama):
+    return llama_cpp.llama_model_get_vocab(llm.model)
+
+
+def token_text(llm: llama_cpp.Llama, token: int) -> bytes:
+    return llama_cpp.llama_vocab_get_text(_vocab(llm), token) or b""
+
+
+def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> int:
+    """Refuse a pair that does not share a tokenizer; return the shared vocabulary size.
+
+    Token ids must mean the same text in both models, or the target would be checking tokens it
+    reads differently. Like llama.cpp, allow a few padding entries of difference at the end.
+    """
+    nd, nt = draft.n_vocab(), target.n_vocab()
+    if abs(nd - nt) > MAX_VOCAB_SIZE_DIFFERENCE:
+        raise ModelError(
+            f"the draft and target models have different vocabularies ({nd} vs {nt} tokens); "
+            f"choose two models of the same family (for example Qwen2.5 0.5B and 1.5B)"
+        )
+    vd, vt = _vocab(draft), _vocab(target)
+    if llama_cpp.llama_vocab_type(vd) != llama_cpp.llama_vocab_type(vt) or \
+            llama_cpp.llama_vocab_eos(vd) != llama_cpp.llama_vocab_eos(vt):
+        raise ModelError("the draft and target models use different tokenizers; choose two models of one family")
+    n = min(nd, nt)
+    for token in range(n):
+        if llama_cpp.llama_vocab_get_text(vd, token) != llama_cpp.llama_vocab_get_text(vt, token):
+            raise ModelError(
+                f"the draft and target models' vocabularies differ (token {token} is "
+                f"{token_text(draft, token)!r} vs {token_text(target, token)!r}); choose two models of one family"
+            )
+    return n
+
+
+# ---- the pair -------------------------------------------------------------------------------------
+
+@dataclass
+class ModelPair:
+    """Both models, their cache cursors, and the lock that lets only one generation use them at once."""
+
+    draft: ModelRunner
+    target: ModelRunner
+    draft_path: Path
+    target_path: Path
+    config: ModelConfig
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _seed_models: tuple[llama_cpp.Llama, llama_cpp.Llama] | None = None
+
+    @property
+    def n_vocab(self) -> int:
+        return self.draft.n_vocab
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))
+
+    def seed_models(self) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
+        """Second copies with logits_all=True, as the seed's loop needs (`logprobs` requires it).
+
+        Loaded only when the `seed` baseline runs; the weights are memory-mapped, so the copies share
+        pages with the main models and cost mostly their own caches.
+        """
+        if self._seed_models is None:
+            self._seed_models = (
+                load_model(self.draft_path, self.config, "draft", logits_all=True),
+                load_model(self.target_path, self.config, "target", logits_all=True),
+            )
+        return self._seed_models
+
+
+def load_pair(config: ModelConfig, progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:
+    progress("locating the draft model")
+    draft_path = resolve_model(config.draft, "draft")
+    progress("locating the target model")
+    target_path = resolve_model(config.target, "target")
+    progress("loading the draft model")
+    draft = load_model(draft_path, config, "draft")
+    progress("loading the target model")
+    target = load_model(target_path, config, "target")
+    n_vocab = check_same_vocabulary(draft, target)
+    return ModelPair(
+        draft=ModelRunner(draft, n_vocab),
+        target=ModelRunner(target, n_vocab),
+        draft_path=draft_path,
+        target_path=target_path,
+        config=config,
+    )

@@ -1,0 +1,107 @@
+"""The math of choosing tokens: pure functions on numpy arrays of logits.
+
+Perplexity is always measured on the model's untempered distribution (what the model believes);
+temperature, top-k and top-p only shape the distribution a token is *drawn* from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+def logsumexp(logits: np.ndarray) -> float:
+    m = float(np.max(logits))
+    return m + math.log(float(np.sum(np.exp(logits - m, dtype=np.float64))))
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = logits.astype(np.float64)
+    return x - logsumexp(x)
+
+
+def token_logprob(logits: np.ndarray, token: int, lse: float | None = None) -> float:
+    """log p(token) under softmax(logits); pass `lse` when it is already known."""
+    return float(logits[token]) - (logsumexp(logits) if lse is None else lse)
+
+
+def perplexity(logprob: float) -> float:
+    """exp(-logprob): 1 for a certain token, 1/p in general."""
+    return math.exp(-logprob) if logprob > -700 else math.inf
+
+
+def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
+    """The probabilities a token is drawn from (float64, sums to 1).
+
+    Greedy is the one-hot of the argmax, so the acceptance rule of speculative sampling reduces to
+    prefix matching and the same code serves both.
+    """
+    if sampling.greedy:
+        p = np.zeros(len(logits), dtype=np.float64)
+        p[int(np.argmax(logits))] = 1.0
+        return p
+    x = logits.astype(np.float64) / sampling.temperature
+    if 0 < sampling.top_k < len(x):
+        kth = np.partition(x, -sampling.top_k)[-sampling.top_k]
+        x = np.where(x >= kth, x, -np.inf)
+    p = np.exp(x - np.max(x))
+    p /= p.sum()
+    if sampling.top_p < 1.0:
+        p = _nucleus(p, sampling.top_p)
+    return p
+
+
+def _nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
+    """Keep the smallest set of most likely tokens whose mass reaches top_p, renormalised.
+
+    Sorting 150k probabilities per token is slow; the nucleus is usually small, so look at the top
+    n candidates and double n until they hold enough mass. Exact, not an approximation.
+    """
+    n = min(64, len(p))
+    while True:
+        top = np.argpartition(-p, n - 1)[:n] if n < len(p) else np.arange(len(p))
+        top = top[np.argsort(-p[top], kind="stable")]
+        cum = np.cumsum(p[top])
+        if cum[-1] >= top_p or n == len(p):
+            keep = top[: int(np.searchsorted(cum, top_p)) + 1]
+            out = np.zeros_like(p)
+            out[keep] = p[keep]
+            return out / out.sum()
+        n = min(len(p), n * 4)
+
+
+def draw(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One token from probabilities p (inverse CDF, so one uniform per draw)."""
+    cdf = np.cumsum(p)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
+
+
+def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> int:
+    if sampling.greedy:
+        return int(np.argmax(logits))
+    return draw(distribution(logits, sampling), rng)
+
+
+def accept_draft(p_token: float, q_token: float, u: float) -> bool:
+    """Speculative sampling's test: keep a token drawn from q with probability min(1, p/q)."""
+    return u * q_token < p_token
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """norm(max(0, p - q)): where to draw from after a rejection, so the output follows p exactly."""
+    r = np.maximum(p - q, 0.0)
+    total = r.sum()
+    return r / total if total > 0 else p

@@ -1,0 +1,76 @@
+"""The seed's reference loop, kept as the baseline that benchmarks measure against.
+
+Faithful to the original: one `llm(prompt, max_tokens=1, logprobs=1)` call per token on the growing
+text, the draft first, the target when the draft's perplexity exceeds the threshold. Each call
+re-tokenizes the whole text and computes log-probabilities over every position it holds, and
+`logprobs` needs models loaded with `logits_all=True`; that is why it is slow, and why nothing
+else in this package works this way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Iterator
+
+from .config import GenerationConfig
+from .events import Event, ModelStats, Summary, TokenEvent
+from .models import ModelPair
+from .prompt import PromptError, render_chat
+
+
+def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float | None, str]:
+    out = llm(prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
+              top_p=config.top_p, top_k=config.top_k, seed=config.seed)
+    choice = out["choices"][0]
+    logprobs = choice["logprobs"]["token_logprobs"] if choice["logprobs"] else []
+    return choice["text"], (logprobs[0] if logprobs else None), choice["finish_reason"]
+
+
+def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Iterator[Event]:
+    if not prompt.strip():
+        raise PromptError("the prompt is empty; type something for the models to answer or continue")
+    small, large = pair.seed_models()
+    text = render_chat(large, prompt) if config.chat else prompt
+    prompt_tokens = len(large.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+    generated, counts = "", {"draft": 0, "target": 0, "escalated": 0}
+    draft_s = target_s = 0.0
+    stop_reason = "max_tokens"
+    t0 = time.perf_counter()
+    for position in range(config.max_tokens):
+        if prompt_tokens + position + 1 >= pair.config.n_ctx:
+            stop_reason = "context_full"
+            break
+        t = time.perf_counter()
+        piece, logprob, finish = _next_token(small, text + generated, config)
+        draft_s += time.perf_counter() - t
+        ppl = math.exp(-logprob) if logprob is not None else math.inf
+        source, target_ppl = "draft", None
+        if ppl > config.threshold:
+            counts["escalated"] += 1
+            yield TokenEvent(position, -1, piece, "draft", "escalated", ppl, None, time.perf_counter() - t0)
+            t = time.perf_counter()
+            piece, target_logprob, finish = _next_token(large, text + generated, config)
+            target_s += time.perf_counter() - t
+            source = "target"
+            target_ppl = math.exp(-target_logprob) if target_logprob is not None else None
+        if piece == "" and finish == "stop":  # the model ended its answer
+            stop_reason = "eos"
+            break
+        counts[source] += 1
+        generated += piece
+        yield TokenEvent(position, -1, piece, source, "accepted", ppl if source == "draft" else None,
+                         target_ppl, time.perf_counter() - t0)
+        if any(s in generated for s in config.stop):
+            stop_reason = "stop_string"
+            break
+    n = counts["draft"] + counts["target"]
+    yield Summary(
+        text=generated, policy="seed", stop_reason=stop_reason, prompt_tokens=prompt_tokens, n_tokens=n,
+        n_draft_tokens=counts["draft"], n_target_tokens=counts["target"],
+        n_drafted=counts["draft"] + counts["escalated"], n_escalated=counts["escalated"], n_rejected=0,
+        n_rolled_back=0, wall_s=time.perf_counter() - t0,
+        # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
+        draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
+        target=ModelStats(calls=counts["target"], seconds=target_s),
+    )
