@@ -122,7 +122,8 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
     vd, vt = _vocab(draft), _vocab(target)
     if llama_cpp.llama_vocab_type(vd) != llama_cpp.llama_vocab_type(vt) or \
             llama_cpp.llama_vocab_eos(vd) != llama_cpp.llama_vocab_eos(vt):
-        raise ModelError("the draft and target models use different tokenizers; choose two models of one family")
+        raise ModelError("the draft and target models use different tokenizers (their vocabularies differ); "
+                         "choose two models of one family")
     n = min(nd, nt)
     for token in range(n):
         if llama_cpp.llama_vocab_get_text(vd, token) != llama_cpp.llama_vocab_get_text(vt, token):

@@ -20,8 +20,10 @@ from .prompt import PromptError, render_chat
 
 
 def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float | None, str]:
+    # Our sampling settings rather than llama-cpp-python's defaults (which add a repeat penalty and
+    # min-p), so the baseline draws from the same distributions as every other policy.
     out = llm(prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
-              top_p=config.top_p, top_k=config.top_k, seed=config.seed)
+              top_p=config.top_p, top_k=config.top_k, min_p=0.0, repeat_penalty=1.0, seed=config.seed)
     choice = out["choices"][0]
     logprobs = choice["logprobs"]["token_logprobs"] if choice["logprobs"] else []
     return choice["text"], (logprobs[0] if logprobs else None), choice["finish_reason"]

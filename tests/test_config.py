@@ -1,0 +1,33 @@
+import math
+
+import pytest
+
+from cascade.config import GenerationConfig, ModelConfig, limits
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"policy": "fastest"}, "unknown policy"),
+    ({"threshold": math.nan}, "threshold must be a finite"),
+    ({"threshold": -1.0}, "threshold must be between"),
+    ({"k": 0}, "k must be between"),
+    ({"k": 10_000}, "k must be between"),
+    ({"max_tokens": 0}, "max_tokens must be between"),
+    ({"max_tokens": 1_000_000}, "max_tokens must be between"),
+    ({"temperature": -0.5}, "temperature must be between"),
+    ({"top_p": 1.5}, "top_p must be between"),
+    ({"stop": ("",)}, "stop strings"),
+])
+def test_bad_settings_are_refused_with_a_message(changes, message):
+    with pytest.raises(ValueError, match=message):
+        GenerationConfig(**changes).validate()
+
+
+def test_defaults_are_valid_and_match_the_seed():
+    config = GenerationConfig().validate()
+    assert config.policy == "cascade" and config.threshold == 5.0 and config.temperature == 0.0
+
+
+def test_limits_expose_default_range_and_help():
+    meta = limits(GenerationConfig, "threshold")
+    assert meta["default"] == 5.0 and meta["min"] == 0.0 and "perplexity" in meta["help"]
+    assert limits(ModelConfig, "n_ctx")["default"] == 4096

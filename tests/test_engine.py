@@ -1,0 +1,254 @@
+"""The engine on toy models: equivalences carry the weight.
+
+Toy models are f32, where batched and one-at-a-time evaluation agree exactly, so "speculative
+greedy == target greedy" is tested as exact equality.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cascade import Engine, GenerationConfig, ModelConfig, PromptError, load_pair
+from cascade.events import Summary
+
+from .conftest import accepted_ids, engine_for, run
+
+PROMPTS = ["My name is A", "The cat sat on the mat."]
+KINDS = ["agrees", "partly", "rarely"]
+
+
+@pytest.fixture(scope="module")
+def target_greedy(pair_engines):
+    """The target's own greedy text for each pair and prompt: what every lossless policy must match."""
+    return {(kind, prompt): accepted_ids(run(engine, prompt, policy="target", max_tokens=40)[0])
+            for kind, engine in pair_engines.items() for prompt in PROMPTS}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("k", [1, 3, 4, 8])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_speculative_equals_greedy_target(pair_engines, target_greedy, kind, k, prompt):
+    events, summary = run(pair_engines[kind], prompt, policy="speculative", k=k, threshold=1e6, max_tokens=40)
+    assert accepted_ids(events) == target_greedy[(kind, prompt)]
+    if kind == "agrees":
+        assert summary.n_rejected == 0 and summary.n_draft_tokens >= summary.n_target_tokens
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_speculative_with_early_stop_equals_target(pair_engines, target_greedy, kind):
+    events, _ = run(pair_engines[kind], PROMPTS[0], policy="speculative", k=4, threshold=3.0, max_tokens=40)
+    assert accepted_ids(events) == target_greedy[(kind, PROMPTS[0])]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cascade_that_never_escalates_is_the_draft(pair_engines, kind):
+    engine = pair_engines[kind]
+    draft_events, _ = run(engine, PROMPTS[0], policy="draft", max_tokens=40, temperature=0.8, seed=5)
+    events, summary = run(engine, PROMPTS[0], policy="cascade", threshold=1e6, max_tokens=40, temperature=0.8, seed=5)
+    assert accepted_ids(events) == accepted_ids(draft_events)
+    assert summary.n_target_tokens == 0 and summary.target.tokens_evaluated == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_cascade_that_always_escalates_is_the_target(pair_engines, kind, temperature):
+    engine = pair_engines[kind]
+    target_events, _ = run(engine, PROMPTS[1], policy="target", max_tokens=40, temperature=temperature, seed=11)
+    events, summary = run(engine, PROMPTS[1], policy="cascade", threshold=0.0, max_tokens=40,
+                          temperature=temperature, seed=11)
+    assert accepted_ids(events) == accepted_ids(target_events)
+    assert summary.n_draft_tokens == 0 and summary.n_escalated == summary.n_tokens
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bild_that_rolls_back_everything_is_the_target(pair_engines, target_greedy, kind):
+    events, _ = run(pair_engines[kind], PROMPTS[0], policy="bild", threshold=1e6, rollback_threshold=1.0,
+                    max_tokens=40)
+    assert accepted_ids(events) == target_greedy[(kind, PROMPTS[0])]
+
+
+def test_bild_rolls_back_and_the_target_rewrites(pair_engines):
+    events, summary = run(pair_engines["rarely"], PROMPTS[0], policy="bild", threshold=8.0, rollback_threshold=3.0,
+                          max_tokens=60)
+    assert summary.n_rolled_back > 0
+    for e in (e for e in events if e.status == "rolled_back"):
+        assert e.target_ppl > 3.0  # rolled back because the target found it too unlikely
+    kept_draft = [e for e in events if e.accepted and e.source == "draft" and e.target_ppl is not None]
+    assert all(e.target_ppl <= 3.0 for e in kept_draft)
+
+
+def test_cascade_escalates_exactly_the_doubtful_tokens(pair_engines):
+    events, summary = run(pair_engines["partly"], PROMPTS[0], policy="cascade", threshold=4.0, max_tokens=60)
+    escalated = [e for e in events if e.status == "escalated"]
+    assert escalated and all(e.draft_ppl > 4.0 for e in escalated)
+    assert all(e.draft_ppl <= 4.0 for e in events if e.accepted and e.source == "draft")
+    # every escalation is followed by the target writing that same position
+    by_position = {e.position: e for e in events if e.accepted}
+    assert all(by_position[e.position].source == "target" for e in escalated)
+    assert summary.n_target_tokens == len(escalated)
+
+
+@pytest.mark.parametrize("policy", ["target", "draft", "cascade", "bild", "speculative"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_model_reads_a_token_twice(toy, kind, policy):
+    draft, target = {"agrees": (toy.large, toy.large), "partly": (toy.small, toy.related),
+                     "rarely": (toy.small, toy.large)}[kind]
+    # A pair of its own, and a prompt longer than one evaluation batch.
+    engine = Engine(load_pair(ModelConfig(draft=str(draft), target=str(target), n_threads=2, n_ctx=512, n_batch=32)))
+    prompt = "The cat sat on the mat. " * 6
+    for attempt in range(2):  # the second run finds its prompt already in both caches
+        cached = {m: len(getattr(engine.pair, m).tokens) for m in ("draft", "target")}
+        events, s = run(engine, prompt, policy=policy, threshold=4.0, max_tokens=50, temperature=0.7 * attempt)
+        for model in ("draft", "target"):
+            stats = getattr(s, model)
+            # What the last request left beyond the prompt is stale; the last prompt token is read
+            # again because logits are only ever taken from a fresh decode.
+            stale = max(0, cached[model] - (s.prompt_tokens - 1))
+            prompt_cost = s.prompt_tokens if cached[model] == 0 else 1
+            assert stats.tokens_discarded <= stale + s.n_rejected + s.n_rolled_back
+            assert stats.tokens_evaluated <= prompt_cost + s.n_tokens + stats.tokens_discarded - stale
+
+
+def test_summary_counts_match_the_events(pair_engines):
+    for policy in ("cascade", "bild", "speculative"):
+        events, s = run(pair_engines["partly"], PROMPTS[0], policy=policy, threshold=3.0, max_tokens=50)
+        accepted = [e for e in events if e.accepted]
+        assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens
+        assert [e.position for e in accepted] == list(range(len(accepted)))
+        assert s.n_escalated == sum(e.status == "escalated" for e in events)
+        assert s.n_rejected == sum(e.status == "rejected" for e in events)
+        assert s.n_rolled_back == sum(e.status == "rolled_back" for e in events)
+        assert "".join(e.text for e in accepted) == s.text
+        assert 0 <= s.overhead_s <= s.wall_s
+
+
+def test_streamed_text_is_valid_utf8_of_the_tokens(pair_engines):
+    engine = pair_engines["rarely"]
+    for seed in range(5):
+        events, s = run(engine, "猫 🐱 naïve", policy="cascade", chat=False, temperature=1.5, seed=seed,
+                        max_tokens=80)
+        raw = b"".join(engine.pair.draft.llm.detokenize([e.token_id]) for e in events if e.accepted)
+        expected = raw.decode("utf-8", errors="replace")
+        # a character still incomplete at the end is held back, never shown half
+        assert expected.startswith(s.text) and len(expected) - len(s.text) <= 1
+
+
+@pytest.mark.parametrize("policy", ["target", "cascade", "speculative", "bild"])
+def test_max_tokens_stops_exactly(pair_engines, policy):
+    _, s = run(pair_engines["partly"], PROMPTS[0], policy=policy, max_tokens=7, threshold=3.0)
+    assert s.n_tokens == 7 and s.stop_reason == "max_tokens"
+
+
+@pytest.mark.parametrize("policy", ["target", "cascade", "speculative", "bild"])
+def test_stop_string_ends_the_text_with_it(pair_engines, policy):
+    engine = pair_engines["partly"]
+    _, full = run(engine, PROMPTS[0], policy=policy, max_tokens=40, threshold=3.0)
+    stop = full.text[10:14]
+    _, s = run(engine, PROMPTS[0], policy=policy, max_tokens=40, threshold=3.0, stop=(stop,))
+    assert s.stop_reason == "stop_string"
+    assert s.text.endswith(stop) and full.text.startswith(s.text) and stop not in s.text[:-1]
+
+
+def test_end_of_sequence_stops_the_generation(pair_engines):
+    engine = pair_engines["partly"]
+    for seed in range(60):
+        events, s = run(engine, PROMPTS[0], policy="speculative", temperature=1.2, seed=seed, max_tokens=200)
+        if s.stop_reason == "eos":
+            assert engine.pair.is_end_of_generation(accepted_ids(events)[-1])
+            return
+    pytest.fail("no sampled run reached end-of-sequence in 60 seeds")
+
+
+def test_context_limit_stops_and_says_so(toy):
+    engine = engine_for(toy.small, toy.related, n_ctx=96)
+    _, s = run(engine, PROMPTS[0], policy="speculative", max_tokens=500, threshold=3.0)
+    assert s.stop_reason == "context_full"
+    assert s.prompt_tokens + s.n_tokens <= 96
+
+
+def test_prompt_longer_than_the_context_is_refused(toy):
+    engine = engine_for(toy.small, toy.related, n_ctx=96)
+    with pytest.raises(PromptError, match="context holds 96"):
+        run(engine, "the cat " * 200, policy="cascade")
+    _, s = run(engine, PROMPTS[0], policy="cascade", max_tokens=5)  # still usable
+    assert s.n_tokens == 5
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t"])
+def test_empty_prompt_is_refused(pair_engines, prompt):
+    with pytest.raises(PromptError, match="empty"):
+        run(pair_engines["partly"], prompt)
+
+
+def test_cancelled_generation_leaves_the_models_ready(pair_engines):
+    engine = pair_engines["partly"]
+    settings = dict(policy="speculative", threshold=3.0, max_tokens=40)
+    _, fresh = run(engine, PROMPTS[1], **settings)
+    for stop_after in (1, 3, 8):
+        stream = engine.generate(PROMPTS[0], GenerationConfig(**settings))
+        for _ in range(stop_after):
+            next(stream)
+        stream.close()
+        assert not engine.pair.lock.locked()
+        _, again = run(engine, PROMPTS[1], **settings)
+        assert again.text == fresh.text
+
+
+def test_chat_prompt_uses_the_models_template(pair_engines):
+    engine = pair_engines["partly"]
+    llm = engine.pair.target.llm
+    tokens = engine.encode("Hello there", chat=True)
+    text = llm.detokenize(tokens, special=True).decode()
+    assert "<|im_start|>user\nHello there<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
+    im_start = llm.tokenize(b"<|im_start|>", add_bos=False, special=True)
+    assert len(im_start) == 1 and im_start[0] in tokens
+    raw = engine.encode("Hello there", chat=False)
+    assert llm.detokenize(raw).decode() == "Hello there"
+
+
+def test_sampling_is_reproducible_with_a_seed(pair_engines):
+    engine = pair_engines["partly"]
+    a = run(engine, PROMPTS[0], policy="speculative", temperature=0.9, seed=3, max_tokens=30)[1].text
+    b = run(engine, PROMPTS[0], policy="speculative", temperature=0.9, seed=3, max_tokens=30)[1].text
+    c = run(engine, PROMPTS[0], policy="speculative", temperature=0.9, seed=4, max_tokens=30)[1].text
+    assert a == b and a != c
+
+
+def _first_token_frequencies(engine, policy: str, n: int, **settings) -> np.ndarray:
+    counts = np.zeros(engine.pair.n_vocab)
+    for seed in range(n):
+        events = list(engine.generate(PROMPTS[0], GenerationConfig(policy=policy, seed=seed, **settings)))
+        counts[accepted_ids(events[:-1])[0]] += 1
+    return counts
+
+
+def _chi_square_rejects(counts: np.ndarray, p: np.ndarray) -> bool:
+    """Pearson's test of counts against p, at about the 0.1% level (normal approximation)."""
+    n = counts.sum()
+    support = p > 0
+    if counts[~support].sum() > 0:  # drew a token the target never would
+        return True
+    expected = n * p[support]
+    stat = float(((counts[support] - expected) ** 2 / expected).sum())
+    df = support.sum() - 1
+    return stat > df + 3.1 * math.sqrt(2 * df)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_speculative_sampling_preserves_the_target_distribution(pair_engines, k):
+    engine = pair_engines["rarely"]
+    settings = dict(temperature=1.0, top_k=6, max_tokens=k, k=k, threshold=1e6)
+    from cascade import sampling as S
+    prompt_tokens = engine.encode(PROMPTS[0], chat=True)
+    with engine.pair.lock:
+        p = S.distribution(engine.pair.target.advance(prompt_tokens, 1)[0], S.Sampling(1.0, 6, 1.0))
+        q = S.distribution(engine.pair.draft.advance(prompt_tokens, 1)[0], S.Sampling(1.0, 6, 1.0))
+    assert 0.5 * np.abs(p - q).sum() > 0.3, "the toy pair must disagree for this test to mean anything"
+    counts = _first_token_frequencies(engine, "speculative", 1500, **settings)
+    assert not _chi_square_rejects(counts, p)
+    # The same test notices the draft's own distribution: it has the power to fail.
+    draft_counts = _first_token_frequencies(engine, "draft", 1500, **settings)
+    assert _chi_square_rejects(draft_counts, p)
