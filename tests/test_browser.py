@@ -1,0 +1,109 @@
+"""The page in a real browser: headless Chromium (Debian's package) driven by Playwright, on the toy models.
+
+It types a prompt, generates, and checks what a visitor sees: red tokens, a chart with one point per
+token and a threshold line, and a what-if re-colouring when the threshold moves. It leaves screenshots
+in artifacts/ (page.png, page-whatif.png).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from cascade.page import build_demo  # noqa: E402
+
+from .conftest import engine_for  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PROMPT = "The cat sat on the mat"
+# With the toy pair `small` drafting for `related`, threshold 5 sends a good part of the tokens (not all)
+# to the target, so both colours show.
+RUN_THRESHOLD, WHATIF_THRESHOLD = 5, 20
+
+CHART_TRACES = """() => {
+  const plot = document.querySelector('.cascade-chart .js-plotly-plot');
+  return plot && plot.data ? plot.data.map(t => ({name: t.name, meta: t.meta, n: t.x.length, y: Array.from(t.y)}))
+                           : null;
+}"""
+COUNT = "(selector) => document.querySelectorAll(selector).length"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tier: needs the playwright package")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page_url(toy):
+    engine = engine_for(toy.small, toy.related)
+    demo = build_demo(lambda progress: engine, describe_models=lambda: "toy models")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield url
+    demo.close()
+
+
+def chart(page) -> list[dict]:
+    page.wait_for_function(f"() => ({CHART_TRACES})() !== null", timeout=30_000)
+    return page.evaluate(CHART_TRACES)
+
+
+def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label("Raw: the model continues the text").check()
+    assert page.get_by_label("number input for Threshold (perplexity)").input_value() == str(RUN_THRESHOLD)
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary').innerText)",
+                           timeout=90_000)
+
+    # Red tokens (the big model's) and plain ones (the small model's), each with a hover text.
+    summary = page.inner_text(".cascade-summary")
+    by_target, n_tokens = map(int, re.search(r"(\d+) of (\d+) tokens", summary).groups())
+    assert 0 < by_target < n_tokens
+    red, plain = page.evaluate(COUNT, ".cascade-text .tok.red"), page.evaluate(COUNT, ".cascade-text .tok.draft")
+    assert red > 0 and plain > 0
+    assert "written by the big model" in page.get_attribute(".cascade-text .tok.red", "title")
+
+    # The chart: one point per token, and the threshold as a line.
+    traces = chart(page)
+    assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
+    (line,) = [t for t in traces if t["meta"] == "threshold"]
+    assert line["y"] == [RUN_THRESHOLD, RUN_THRESHOLD]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
+
+    # Moving the threshold re-colours the recorded tokens as a what-if, without generating again.
+    threshold = page.get_by_label("number input for Threshold (perplexity)")
+    threshold.fill(str(WHATIF_THRESHOLD))
+    threshold.press("Enter")
+    page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
+    assert "What-if" in page.inner_text(".whatif-banner")
+    assert page.evaluate(COUNT, ".cascade-text .tok.red") < red  # a higher bar: fewer would go to the big model
+    assert page.inner_text(".cascade-summary") == summary  # nothing was regenerated
+    page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
+    traces = chart(page)
+    assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
+    assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [RUN_THRESHOLD, WHATIF_THRESHOLD]
+    page.screenshot(path=str(ARTIFACTS / "page-whatif.png"), full_page=True)
+    page.close()
