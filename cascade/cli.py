@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from .config import POLICIES, GenerationConfig, ModelConfig, limits
@@ -70,6 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--show-discarded", action="store_true",
                      help="also print discarded draft tokens, struck through")
     gen.add_argument("prompt", help="the prompt")
+
+    bench = sub.add_parser("bench", help="run every policy on the same models and prompts, side by side")
+    add_model_flags(bench)
+    bench.add_argument("--prompts", type=Path, default=None,
+                       help="a JSON list of {name, prompt, chat} (default: examples/prompts.json)")
+    bench.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
+    bench.add_argument("--thresholds", type=float, nargs="+", default=[2, 3, 5, 10, 20],
+                       help="cascade thresholds to try (default %(default)s)")
+    bench.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], help="speculative k values to try")
+    bench.add_argument("--no-seed", action="store_true", help="skip the seed's slow reference loop")
+    bench.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's own speculative decoding")
+    bench.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
+    bench.add_argument("--html", type=Path, default=None, help="write the speed/agreement chart here")
     return parser
 
 
@@ -109,11 +123,37 @@ def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
     return event.text
 
 
+def run_bench_command(args: argparse.Namespace) -> int:
+    from . import bench
+    from .examples import load_examples
+
+    examples = load_examples(args.prompts) if args.prompts else load_examples()
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    engine = Engine(load_pair(model_config_from_args(args), progress=lambda m: log(f"[{m}]")))
+    cases = bench.default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
+    result = bench.run_bench(engine, examples, cases, args.max_tokens, log=log)
+    if not args.no_llama_cpp:
+        result["llama_cpp"] = bench.llama_cpp_peer(engine, examples, args.ks, args.max_tokens, log=log)
+    m = result["machine"]
+    print(f"{m['draft']} -> {m['target']}; {m['threads']} threads on {m['cores']} cores ({m['cpu']}); "
+          f"{len(examples)} prompts, {args.max_tokens} tokens each\n")
+    print(bench.markdown_table(result))
+    print()
+    print(bench.costs_table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.html:
+        bench.chart_html(result, args.html)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "generate":
             return run_generate(args)
+        if args.command == "bench":
+            return run_bench_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

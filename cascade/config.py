@@ -16,7 +16,7 @@ from typing import Any
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
 
-POLICIES = ("target", "draft", "cascade", "bild", "speculative", "seed")
+POLICIES = ("target", "draft", "cascade", "bild", "speculative", "auto", "seed")
 
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from . import sampling as S
+from .auto import AutoTuner
 from .config import GenerationConfig
 from .events import Event, ModelStats, StopReason, Summary, TokenEvent
 from .models import ModelPair
@@ -36,6 +37,8 @@ class Proposal:
 class Engine:
     def __init__(self, pair: ModelPair) -> None:
         self.pair = pair
+        # What `auto` has learned about this pair's costs; it carries over between requests.
+        self.tuner = AutoTuner()
 
     def encode(self, prompt: str, chat: bool) -> list[int]:
         tokens = encode_prompt(self.pair.target.llm, prompt, chat)
@@ -62,12 +65,18 @@ class Engine:
             return
         with self.pair.lock:
             prompt_tokens = self.encode(prompt, config.chat)
-            yield from _Generation(self.pair, prompt_tokens, config, POLICY_TABLE[config.policy]).run()
+            tuner = self.tuner if config.policy == "auto" else None
+            yield from _Generation(self.pair, prompt_tokens, config, tuner).run()
 
 
 class _Generation:
-    def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig, policy: Policy) -> None:
-        self.pair, self.config, self.policy = pair, config, policy
+    def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
+                 tuner: AutoTuner | None = None) -> None:
+        self.pair, self.config, self.tuner = pair, config, tuner
+        self.name = config.policy
+        self.policy: Policy = POLICY_TABLE.get(config.policy, POLICY_TABLE["target"])
+        self.k = config.k
+        self.modes: dict[str, int] = {}  # rounds written in each way (auto switches between them)
         self.prompt = list(prompt)
         self.sampling = S.Sampling(config.temperature, config.top_k, config.top_p)
         # One stream per use, so the target's draws do not depend on how often the draft sampled:
@@ -89,11 +98,16 @@ class _Generation:
     def run(self) -> Iterator[Event]:
         try:
             while self.stop_reason is None:
+                if self.tuner is not None and not self.pending:
+                    self.choose_mode()
                 if not self.policy.drafts:
                     yield from self.target_turn()
                     continue
                 proposal = self.draft_one()
-                if self.policy.escalates and proposal.draft_ppl > self.config.threshold:
+                doubtful = proposal.draft_ppl > self.config.threshold
+                if self.tuner is not None:
+                    self.tuner.observe_proposal(doubtful)
+                if self.policy.escalates and doubtful:
                     yield from self.target_turn(escalated=proposal)
                 elif self.policy.check == "none":
                     yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None)
@@ -106,9 +120,25 @@ class _Generation:
             raise
         yield self.summary()
 
+    def choose_mode(self) -> None:
+        choice = self.tuner.choose()
+        self.policy, self.k = choice.policy, choice.k
+        mode = f"{choice.policy.name} k={choice.k}" if choice.policy.check == "speculative" else choice.policy.name
+        self.modes[mode] = self.modes.get(mode, 0) + 1
+
+    def timed_advance(self, model: str, context: list[int], n_rows: int) -> np.ndarray:
+        runner = getattr(self.pair, model)
+        before = runner.stats
+        rows = runner.advance(context, n_rows)
+        if self.tuner is not None:
+            done = runner.stats - before
+            observe = self.tuner.observe_draft_call if model == "draft" else self.tuner.observe_target_call
+            observe(done.tokens_evaluated, done.seconds)
+        return rows
+
     def draft_one(self) -> Proposal:
         context = self.prompt + self.out + [p.token for p in self.pending]
-        row = self.pair.draft.advance(context, 1)[0]
+        row = self.timed_advance("draft", context, 1)[0]
         q = None if self.sampling.greedy else S.distribution(row, self.sampling)
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
         self.counts["drafted"] += 1
@@ -116,7 +146,7 @@ class _Generation:
         return Proposal(len(self.out) + len(self.pending), token, ppl, row, q)
 
     def time_to_check(self, last: Proposal) -> bool:
-        window = self.config.k if self.policy.check == "speculative" else self.config.bild_window
+        window = self.k if self.policy.check == "speculative" else self.config.bild_window
         return (len(self.pending) >= window
                 or self.pair.is_end_of_generation(last.token)
                 or len(self.out) + len(self.pending) >= self.budget)
@@ -126,8 +156,10 @@ class _Generation:
         judges the pending tokens, and writes the next token itself."""
         pending, self.pending = self.pending, []
         context = self.prompt + self.out + [p.token for p in pending]
-        rows = self.pair.target.advance(context, len(pending) + 1)
+        rows = self.timed_advance("target", context, len(pending) + 1)
         kept, token = self.judge(pending, rows)
+        if self.tuner is not None and pending:
+            self.tuner.observe_check(kept, min(kept + 1, len(pending)))
         for p, row in zip(pending[:kept], rows):
             yield from self.emit(p.token, "draft", p.draft_ppl, S.perplexity(S.token_logprob(row, p.token)))
             if self.stop_reason:
@@ -177,6 +209,8 @@ class _Generation:
         position = len(self.out)
         self.out.append(token)
         self.counts[source] += 1
+        if self.tuner is not None:
+            self.tuner.observe_emitted(1)
         text = self.text.push(self.pair.draft.llm.detokenize([token]))
         yield self.event(position, token, draft_ppl, target_ppl, source, "accepted", text=text)
         if self.pair.is_end_of_generation(token):
@@ -196,11 +230,12 @@ class _Generation:
     def summary(self) -> Summary:
         c = self.counts
         return Summary(
-            text=self.text.text, policy=self.policy.name, stop_reason=self.stop_reason,
+            text=self.text.text, policy=self.name, stop_reason=self.stop_reason,
             prompt_tokens=len(self.prompt), n_tokens=len(self.out),
             n_draft_tokens=c["draft"], n_target_tokens=c["target"], n_drafted=c["drafted"],
             n_escalated=c["escalated"], n_rejected=c["rejected"], n_rolled_back=c["rolled_back"],
             wall_s=time.perf_counter() - self._t0,
             draft=self.pair.draft.stats - self._start_stats[0],
             target=self.pair.target.stats - self._start_stats[1],
+            modes=dict(self.modes),
         )

@@ -76,6 +76,7 @@ class Summary:
     wall_s: float  # generation time: prompt processing included, model loading excluded
     draft: ModelStats
     target: ModelStats
+    modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
 
     @property
     def target_share(self) -> float:

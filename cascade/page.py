@@ -87,8 +87,8 @@ class Run:
 class Throttle:
     """True at most once per `every` seconds."""
 
-    def __init__(self, every: float = UPDATE_EVERY_S) -> None:
-        self.every, self.last = every, float("-inf")
+    def __init__(self, every: float | None = None) -> None:
+        self.every, self.last = UPDATE_EVERY_S if every is None else every, float("-inf")
 
     def __call__(self) -> bool:
         now = time.monotonic()
@@ -130,8 +130,11 @@ def message_outputs(message: str, kind: str = "error") -> tuple:
 
 
 def _engine_or_message(engine_provider: EngineProvider, progress: gr.Progress) -> Engine | str:
+    def report(message: str) -> None:  # shown over the text box while the models load (first run only)
+        progress(0.0, desc=f"First run: {message}…")
+
     try:
-        return engine_provider(lambda msg: progress(None, desc=msg))
+        return engine_provider(report)
     except ModelError as e:
         log.error("model loading failed: %s", e)
         return public_message(e)
@@ -182,15 +185,16 @@ def make_compare(engine_provider: EngineProvider):
         if isinstance(engine, str):
             yield render.message_panel(engine, "error"), None
             return
-        n, due = 0, Throttle()
+        events, due = [], Throttle()
         try:
             for event in engine.generate(run.prompt, run.config.replace(policy="target")):
                 if isinstance(event, Summary):
                     numbers = {"this_run": run.summary.to_dict(), "big_model_alone": event.to_dict()}
-                    yield render.compare_html(run.summary, event), numbers
+                    yield render.compare_html(run.summary, event, run.events, events), numbers
                     return
-                n += event.accepted
+                events.append(event)
                 if due():
+                    n = sum(e.accepted for e in events)
                     yield render.message_panel(f"The big model alone is writing… {n} tokens so far.", "info"), \
                         gr.skip()
         except Exception:
@@ -282,10 +286,10 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
             make_generate(engine_provider),
             inputs=[prompt, mode, policy, threshold, k, max_tokens, temperature, seed],
             outputs=[text_html, chart, summary_md, plain_text, run_state],
-            api_name="generate", concurrency_limit=1, concurrency_id="models", show_progress="minimal")
+            api_name="generate", concurrency_limit=1, concurrency_id="models", show_progress_on=[text_html])
         comparing = compare_btn.click(
             make_compare(engine_provider), inputs=[run_state], outputs=[compare_html, numbers],
-            api_name="compare", concurrency_limit=1, concurrency_id="models", show_progress="minimal")
+            api_name="compare", concurrency_limit=1, concurrency_id="models", show_progress_on=[compare_html])
         stop_btn.click(stop, inputs=[run_state], outputs=[run_state, summary_md], cancels=[generating, comparing],
                        queue=False, api_visibility="private")
         threshold.change(whatif, inputs=[threshold, run_state], outputs=[text_html, chart], queue=False,

@@ -223,7 +223,7 @@ def text_panel(events: Sequence[TokenEvent], *, run_threshold: float, threshold:
 def message_panel(message: str, kind: str = "info") -> str:
     """A plain message in the text box's place: an error, or what to do first."""
     colour = RED if kind == "error" else GREY
-    return (f'<div class="cascade-output cascade-message" data-kind="{kind}" style="{_TEXT_STYLE};'
+    return (f'<div class="cascade-output cascade-message" data-kind="{kind}" style="{_TEXT_STYLE};min-height:8em;'
             f'border-color:{colour};color:{colour if kind == "error" else "inherit"}">{html.escape(message)}</div>')
 
 
@@ -337,11 +337,11 @@ def figure_spec(events: Sequence[TokenEvent], run_threshold: float, threshold: f
     return {
         "data": traces,
         "layout": {
-            "title": {"text": title, "font": {"size": 15}},
+            "title": {"text": title, "font": {"size": 15}, "x": 0.5, "xanchor": "center"},
             "height": 380,
             "margin": {"l": 60, "r": 10, "t": 40, "b": 45},
             "xaxis": {"title": {"text": "token position in the answer"}, "zeroline": False},
-            "yaxis": {"title": {"text": "small model's perplexity of its choice (log scale)"}, "type": "log",
+            "yaxis": {"title": {"text": "small model's perplexity (log scale)"}, "type": "log",
                       "tickvals": _LOG_TICKS, "ticktext": [f"{v:g}" for v in _LOG_TICKS]},
             "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
             "hovermode": "closest",
@@ -440,7 +440,16 @@ def _differing_words(a: str, b: str) -> int:
     return sum(len(text.split()) for op, text in word_diff(a, b) if op != "equal")
 
 
-def compare_html(run: Summary, alone: Summary) -> str:
+def writing_speed(events: Sequence[TokenEvent]) -> float | None:
+    """Tokens per second after the first token: the speed of writing, without reading the prompt."""
+    accepted = [e for e in events if e.accepted]
+    if len(accepted) < 2 or accepted[-1].t <= accepted[0].t:
+        return None
+    return (len(accepted) - 1) / (accepted[-1].t - accepted[0].t)
+
+
+def compare_html(run: Summary, alone: Summary, run_events: Sequence[TokenEvent] = (),
+                 alone_events: Sequence[TokenEvent] = ()) -> str:
     """This run and the target alone, side by side: measured speeds, then where the texts differ."""
     ratio = run.tokens_per_s / alone.tokens_per_s if alone.tokens_per_s > 0 else None
     if ratio is None:
@@ -450,9 +459,15 @@ def compare_html(run: Summary, alone: Summary) -> str:
     else:
         verdict = (f"Measured just now, this run was slower than the big model alone "
                    f"({ratio:.2f}× its speed): on this machine the small model's help cost more than it saved.")
+    lengths = sorted((run.n_tokens, alone.n_tokens))
+    if lengths[0] and lengths[1] > 1.5 * lengths[0]:
+        verdict += (f" The texts differ in length ({run.n_tokens} and {alone.n_tokens} tokens) and reading the "
+                    f"prompt weighs more on a short one: the writing speeds compare more fairly.")
     cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
+    speeds = [writing_speed(run_events), writing_speed(alone_events)]
     rows = [("", f"this run ({html.escape(run.policy)})", "big model alone"),
-            ("speed", f"{run.tokens_per_s:.1f} tokens/s", f"{alone.tokens_per_s:.1f} tokens/s"),
+            ("speed (from pressing Generate)", f"{run.tokens_per_s:.1f} tokens/s", f"{alone.tokens_per_s:.1f} tokens/s"),
+            ("writing speed (after the first token)", *(f"{v:.1f} tokens/s" if v else "–" for v in speeds)),
             ("tokens", str(run.n_tokens), str(alone.n_tokens)),
             ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
             ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}", f"{alone.n_tokens} of {alone.n_tokens}")]

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .config import ModelConfig
+from .config import GenerationConfig, ModelConfig
 from .engine import Engine
 from .models import ModelError, ModelPair, load_pair, parse_model_spec
 
@@ -49,9 +49,11 @@ class EngineService:
     """Holds the process's engine. `engine()` loads it the first time; `describe()` never loads."""
 
     def __init__(self, config: ModelConfig | None = None,
-                 loader: Callable[..., ModelPair] = load_pair) -> None:
+                 loader: Callable[..., ModelPair] = load_pair,
+                 warm: Callable[[Engine], None] | None = None) -> None:
         self._config = config
         self._loader = loader
+        self._warm = warm or warm_up
         self._engine: Engine | None = None
         self._lock = threading.Lock()
 
@@ -75,7 +77,10 @@ class EngineService:
             if self._engine is None:
                 config = self.config
                 log.info("loading models: draft %s, target %s", config.draft, config.target)
-                self._engine = Engine(self._loader(config, progress=progress))
+                engine = Engine(self._loader(config, progress=progress))
+                progress("warming up the models")
+                self._warm(engine)
+                self._engine = engine
             return self._engine
 
     def describe(self) -> str:
@@ -83,6 +88,13 @@ class EngineService:
         config = self.config
         return (f"Small model (draft): **{model_name(config.draft)}** · big model (target): "
                 f"**{model_name(config.target)}** · {config.n_threads} CPU threads")
+
+
+def warm_up(engine: Engine) -> None:
+    """One short generation through both models, so the first visitor's measured speed is not the
+    cost of the operating system paging the weights in (loading, which measurements exclude)."""
+    for _ in engine.generate("Hello", GenerationConfig(policy="speculative", k=1, max_tokens=2, chat=False)):
+        pass
 
 
 def model_name(spec: str) -> str:

@@ -1,0 +1,126 @@
+"""The `auto` policy: measure as it runs, and pick the cheapest way to write the next tokens.
+
+It keeps running estimates (exponentially weighted) of
+- the draft's cost per token (`d`), the target's cost for one token (`t1`) and for each further token
+  of a batch (`b`), all timed from the models' own calls;
+- how often the draft doubts its token at the user's threshold (`escalation`), and how often the
+  target agrees with a drafted token (`alpha`).
+From these it predicts seconds per token for three ways of writing
+- the target alone: t1;
+- cascade at the user's threshold: d + e·t1 + (1 − e)·b (a draft step per token, and one target call
+  per escalation that catches up on the tokens since the last);
+- speculative decoding with k drafts: (k·d + t1 + k·b) / E, E = (1 − α^(k+1)) / (1 − α) tokens per round;
+and uses the cheapest, switching only when another is predicted clearly (10%) cheaper. Cascade, which
+changes the text, is used only when it is clearly (10%) cheaper than the best way that does not. While the target
+writes alone nothing about the draft is learned, so every `probe_every` tokens one speculative round
+with k=2 refreshes the estimates; its cost is bounded to a few percent of the target's time. The
+estimates live on the Engine and carry over between requests, so a second request starts informed.
+
+Speculative rounds and the target alone give the target's own text; cascade changes the text where
+the draft was confident, exactly as the `cascade` policy does at the same threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .policies import POLICY_TABLE, Policy
+
+KS = (1, 2, 3, 4, 6, 8)
+
+
+class Ewma:
+    def __init__(self, weight: float = 0.2) -> None:
+        self.value: float | None = None
+        self.weight = weight
+
+    def add(self, x: float) -> None:
+        self.value = x if self.value is None else (1 - self.weight) * self.value + self.weight * x
+
+
+@dataclass(frozen=True)
+class Choice:
+    policy: Policy
+    k: int
+    predicted_s_per_token: float | None
+
+
+class AutoTuner:
+    probe_every = 64
+    switch_margin = 0.9
+
+    def __init__(self) -> None:
+        self.draft_step = Ewma()
+        self.target_step = Ewma()
+        self.target_extra = Ewma()  # seconds per additional token in a target batch
+        self.escalation = Ewma(0.05)
+        self.alpha = Ewma(0.05)
+        self.current: Choice | None = None
+        self.since_probe = 0
+
+    # ---- observations -----------------------------------------------------------------------------
+
+    def observe_draft_call(self, n_tokens: int, seconds: float) -> None:
+        if n_tokens == 1:
+            self.draft_step.add(seconds)
+
+    def observe_target_call(self, n_tokens: int, seconds: float) -> None:
+        if n_tokens == 1:
+            self.target_step.add(seconds)
+        elif n_tokens > 1 and self.target_step.value is not None and n_tokens <= 64:
+            self.target_extra.add(max(0.0, seconds - self.target_step.value) / (n_tokens - 1))
+
+    def observe_proposal(self, escalated: bool) -> None:
+        self.escalation.add(float(escalated))
+
+    def observe_check(self, accepted: int, checked: int) -> None:
+        """`checked` drafted tokens were looked at by the target, the first `accepted` kept."""
+        for i in range(checked):
+            self.alpha.add(1.0 if i < accepted else 0.0)
+
+    def observe_emitted(self, n: int) -> None:
+        self.since_probe += n
+
+    # ---- decisions --------------------------------------------------------------------------------
+
+    def predictions(self) -> dict[tuple[str, int], float]:
+        d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
+        if None in (d, t1, b):
+            return {}
+        out = {("target", 0): t1}
+        if self.escalation.value is not None:
+            e = self.escalation.value
+            out[("cascade", 0)] = d + e * t1 + (1 - e) * b
+        if self.alpha.value is not None:
+            a = min(self.alpha.value, 0.999)
+            for k in KS:
+                out[("speculative", k)] = (k * d + t1 + k * b) / ((1 - a ** (k + 1)) / (1 - a))
+        return out
+
+    def choose(self) -> Choice:
+        if self.target_step.value is None:
+            # The target's cost per token first (its first call also reads the prompt, so it takes two).
+            return self._set("target", 0, None)
+        predicted = self.predictions()
+        if len(predicted) < 2:
+            # Then the draft: speculative rounds measure its cost, the batch cost and the agreement.
+            return self._set("speculative", 2, None)
+        if self.current is not None and self.current.policy.name == "target" and self.since_probe >= self.probe_every:
+            self.since_probe = 0
+            return Choice(POLICY_TABLE["speculative"], 2, None)  # a probe; `current` stays
+        lossless = {key: v for key, v in predicted.items() if key[0] != "cascade"}
+        best = min(lossless, key=lossless.get)
+        # Cascade changes the text, so it must earn its place: clearly cheaper than the best lossless way.
+        if ("cascade", 0) in predicted and predicted[("cascade", 0)] < self.switch_margin * lossless[best]:
+            best = ("cascade", 0)
+        if self.current is not None:
+            key = (self.current.policy.name, self.current.k)
+            if key in predicted and predicted[best] > self.switch_margin * predicted[key]:
+                best = key
+        return self._set(best[0], best[1], predicted[best])
+
+    def _set(self, name: str, k: int, predicted: float | None) -> Choice:
+        if self.current is None or (self.current.policy.name, self.current.k) != (name, k):
+            self.since_probe = 0
+        self.current = Choice(POLICY_TABLE[name], k, predicted)
+        return self.current

@@ -1,0 +1,73 @@
+"""The auto policy's decisions, from synthetic costs, and its runs on the toy pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from cascade.auto import AutoTuner
+
+from .conftest import run
+
+
+def tuner_with(d: float, t1: float, b: float, escalation: float, alpha: float) -> AutoTuner:
+    tuner = AutoTuner()
+    for _ in range(50):
+        tuner.observe_target_call(1, t1)
+        tuner.observe_target_call(5, t1 + 4 * b)
+        tuner.observe_draft_call(1, d)
+        tuner.observe_proposal(escalated=False)
+    tuner.escalation.value, tuner.alpha.value = escalation, alpha
+    return tuner
+
+
+def test_first_it_measures_the_target_then_the_draft():
+    tuner = AutoTuner()
+    assert tuner.choose().policy.name == "target"
+    tuner.observe_target_call(1, 0.05)
+    choice = tuner.choose()
+    assert choice.policy.name == "speculative" and choice.k == 2
+
+
+def test_an_expensive_draft_leaves_the_target_alone():
+    tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
+    assert tuner.choose().policy.name == "target"
+
+
+def test_a_cheap_agreeing_draft_speculates():
+    # GPU-like costs: checking a token is nearly free, the draft is 10x cheaper, and usually right.
+    choice = tuner_with(d=0.005, t1=0.05, b=0.001, escalation=0.3, alpha=0.8).choose()
+    assert choice.policy.name == "speculative" and choice.k >= 3
+
+
+def test_a_confident_draft_cascades():
+    choice = tuner_with(d=0.02, t1=0.05, b=0.015, escalation=0.05, alpha=0.3).choose()
+    assert choice.policy.name == "cascade"
+
+
+def test_it_switches_only_for_a_clear_gain():
+    tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
+    assert tuner.choose().policy.name == "target"
+    tuner.escalation.value = 0.0  # cascade now predicted at 0.045 + 0.03: still slower
+    assert tuner.choose().policy.name == "target"
+
+
+def test_while_the_target_writes_alone_it_probes_the_draft_now_and_then():
+    tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
+    names = []
+    for _ in range(3 * tuner.probe_every):
+        choice = tuner.choose()
+        names.append(choice.policy.name)
+        tuner.observe_emitted(1 if choice.policy.name == "target" else 3)
+    probes = names.count("speculative")
+    assert 2 <= probes <= 4  # about one per probe_every tokens: a few percent of the work
+
+
+@pytest.mark.parametrize("kind", ["agrees", "partly", "rarely"])
+def test_auto_runs_and_its_counts_add_up(pair_engines, kind):
+    engine = pair_engines[kind]
+    for _ in range(2):  # the second request starts from what the first learned
+        events, s = run(engine, "My name is A", policy="auto", max_tokens=60, threshold=4.0)
+        accepted = [e for e in events if e.accepted]
+        assert s.policy == "auto" and s.n_tokens == len(accepted) == 60
+        assert s.text == "".join(e.text for e in accepted)
+        assert s.modes and sum(s.modes.values()) >= 1

@@ -1,0 +1,32 @@
+"""The benchmark, fast, on toy models: it must keep running so its numbers can be trusted."""
+
+from __future__ import annotations
+
+import json
+
+from .test_cli import cascade
+
+
+def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"name": "name", "prompt": "My name is A", "chat": False},
+                                   {"name": "cat", "prompt": "The cat sat on the mat.", "chat": True}]))
+    out, html = tmp_path / "bench.json", tmp_path / "bench.html"
+    r = cascade("bench", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+                "--max-tokens", "16", "--thresholds", "3", "10", "--ks", "2", "--no-llama-cpp",
+                "--json", str(out), "--html", str(html), timeout=300)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(out.read_text())
+    labels = [row["label"] for row in result["rows"]]
+    assert labels == ["target", "draft", "seed (threshold 5)", "cascade 3", "cascade 10", "bild 5 / 20",
+                      "speculative k=2", "auto"]
+    rows = {row["label"]: row for row in result["rows"]}
+    assert rows["target"]["speedup"] == 1.0 and rows["target"]["agreement"] == 1.0
+    # greedy speculative writes the target's text: full agreement, by construction
+    assert rows["speculative k=2"]["agreement"] == 1.0 and rows["speculative k=2"]["same_text"] == 2
+    for row in result["rows"]:
+        assert row["n_tokens"] > 0 and row["tokens_per_s"] > 0 and 0 <= row["overhead"] < 1
+    assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16"}
+    assert "cascade_at_share" in result["bounds"]
+    assert "| speculative k=2 |" in r.stdout and "tokens in one call" in r.stdout
+    assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
