@@ -30,6 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request of the page to itself
     service.configure(model_config(draft=args.draft, target=args.target, n_threads=args.threads, n_ctx=args.n_ctx))
     # One generation at a time runs on the shared models (each handler also says so); others wait in line.
     demo.queue(max_size=64).launch(server_name=args.host, server_port=args.port)

@@ -153,7 +153,7 @@ def test_model_errors_never_show_a_path_of_this_machine():
 def test_the_models_load_once_and_only_when_first_needed():
     loads = []
     service = EngineService(ModelConfig(draft="d.gguf", target="t.gguf"),
-                            loader=lambda config, progress: loads.append(config) or object())
+                            loader=lambda config, progress: loads.append(config) or object(), warm=lambda e: None)
     assert not service.loaded and "d.gguf" in service.describe()
     first, second = service.engine(), service.engine()
     assert first is second and len(loads) == 1
@@ -180,3 +180,44 @@ def test_the_what_if_handler_recolours_a_finished_run_and_leaves_a_running_one_a
     assert 'data-view="whatif"' in html and any("what-if" in (t.name or "") for t in figure.data)
     running = Run(PROMPT, GenerationConfig(**SETTINGS), tuple(events))
     assert whatif(50.0, running) == (gr.skip(), gr.skip())
+
+
+@pytest.mark.real
+def test_the_page_streams_at_the_engines_own_speed(real_pair):
+    """Page vs engine on the real pair, the same request: straight through the engine (its Summary's
+    tokens/s) and end to end through the page (gradio_client, from submit to the last update), in
+    alternating order, compared round by round so that drifts in the machine's speed cancel out.
+    Run with -s to see the numbers."""
+    engine = engine_for(*real_pair)
+    demo, url = serve(lambda progress: engine)
+    settings = dict(policy="cascade", threshold=5.0, k=4, max_tokens=64, temperature=0.0, seed=0, chat=True)
+    prompt = "Explain to a ten-year-old why the sky is blue."
+    client = Client(url, verbose=False)
+
+    def through_engine() -> tuple[float, str]:
+        summary = run(engine, prompt, **settings)[1]
+        return summary.tokens_per_s, summary.text
+
+    def through_page() -> tuple[float, str]:
+        started = time.perf_counter()
+        _, _, page_summary, text = client.predict(*as_inputs(prompt, **settings), api_name="/generate")
+        n_tokens = int(re.search(r"of (\d+) tokens", page_summary).group(1))
+        return n_tokens / (time.perf_counter() - started), text
+
+    try:
+        through_engine(), through_page()  # warm-up: weights paged in, every code path run once
+        rounds = []
+        for i in range(4):
+            first, second = (through_engine, through_page) if i % 2 == 0 else (through_page, through_engine)
+            a, b = first(), second()
+            (engine_speed, engine_text), (page_speed, page_text) = (a, b) if i % 2 == 0 else (b, a)
+            assert page_text == engine_text
+            rounds.append((engine_speed, page_speed))
+    finally:
+        demo.close()
+    ratios = sorted(p / e for e, p in rounds)
+    median_ratio = (ratios[1] + ratios[2]) / 2
+    print(f"\nengine alone / page end to end, tokens/s, {settings['max_tokens']} tokens, {settings['policy']}, "
+          f"{engine.pair.config.n_threads} threads: " + ", ".join(f"{e:.2f} / {p:.2f}" for e, p in rounds)
+          + f"; median page/engine {median_ratio:.3f}")
+    assert median_ratio >= 0.9

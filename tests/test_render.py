@@ -219,3 +219,11 @@ def test_the_comparison_shows_both_measured_speeds_and_the_differences():
     slower = render.compare_html(summary(wall=8.0), alone)
     assert "slower than the big model alone" in slower
     assert "identical" in render.compare_html(summary(text="same"), summary(text="same", policy="target"))
+
+
+def test_the_writing_speed_leaves_out_the_wait_for_the_first_token():
+    events = [ev(0, "a"), ev(1, "b", status="escalated"), ev(1, "c", source="target"), ev(2, "d")]  # t = .1 .2 .2 .3
+    assert render.writing_speed(events) == pytest.approx(2 / 0.2)
+    assert render.writing_speed(events[:1]) is None
+    out = render.compare_html(summary(n=14), summary(n=111, policy="target"), events, events)
+    assert "10.0 tokens/s" in out and "differ in length (14 and 111 tokens)" in out
