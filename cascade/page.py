@@ -265,8 +265,9 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                     gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples], inputs=[prompt, mode],
                                 example_labels=[e.name for e in examples], label="Examples")
             with gr.Column(scale=5):
-                summary_md = gr.Markdown(label="Summary", value="Press **Generate** to start. The first run loads the models, "
-                                         "which can take a while (a download, the first time).",
+                summary_md = gr.Markdown(label="Summary",
+                                         value="Press **Generate** to start. The first run loads the models, "
+                                               "which can take a while (a download, the first time).",
                                          elem_classes="cascade-summary")
                 with gr.Row(equal_height=False):
                     text_html = gr.HTML(render.message_panel("The answer will appear here, token by token.",

@@ -146,7 +146,8 @@ def _discarded(event: TokenEvent) -> str:
     title = (f"{visible(event.text)}: drafted by the small model (perplexity {fmt_ppl(event.draft_ppl)}), "
              f"then {'rejected' if event.status == 'rejected' else 'rolled back'} by the big model "
              f"(its perplexity {fmt_ppl(event.target_ppl)}); not part of the text")
-    return f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}">{html.escape(event.text)}</s>'
+    return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}">'
+            f"{html.escape(event.text)}</s>")
 
 
 def tokens_html(events: Sequence[TokenEvent], whatif: float | None = None) -> str:
@@ -291,8 +292,8 @@ def _plotted_ppl(slot: Slot) -> float | None:
     return ppl if ppl is not None and math.isfinite(ppl) else None
 
 
-def _line(name: str, y: float, x0: float, x1: float, color: str, dash: str) -> dict:
-    return {"type": "scatter", "mode": "lines", "name": name, "x": [x0, x1], "y": [y, y],
+def _line(name: str, y: float, span: tuple[float, float], color: str, dash: str) -> dict:
+    return {"type": "scatter", "mode": "lines", "name": name, "x": list(span), "y": [y, y],
             "hovertemplate": html.escape(name) + "<extra></extra>",
             "line": {"color": color, "dash": dash, "width": 2.5}, "meta": "threshold"}
 
@@ -326,14 +327,16 @@ def figure_spec(events: Sequence[TokenEvent], run_threshold: float, threshold: f
         if unscored:
             traces.append(_points("written by the big model; small model did not score it (big model's own "
                                   "perplexity)", unscored, RED, "diamond-open"))
-    x0, x1 = -0.5, max((s.token.position for s in all_slots), default=0) + 0.5
+    span = (-0.5, max((s.token.position for s in all_slots), default=0) + 0.5)
     if whatif:
-        traces.append(_line(f"what-if threshold {fmt_threshold(threshold)}", threshold, x0, x1, THRESHOLD_COLOUR, "solid"))
-        traces.append(_line(f"this run's threshold {fmt_threshold(run_threshold)}", run_threshold, x0, x1, GREY, "dot"))
+        traces.append(_line(f"what-if threshold {fmt_threshold(threshold)}", threshold, span,
+                            THRESHOLD_COLOUR, "solid"))
+        traces.append(_line(f"this run's threshold {fmt_threshold(run_threshold)}", run_threshold, span, GREY, "dot"))
     else:
-        traces.append(_line(f"threshold {fmt_threshold(run_threshold)}", run_threshold, x0, x1, THRESHOLD_COLOUR, "dash"))
+        traces.append(_line(f"threshold {fmt_threshold(run_threshold)}", run_threshold, span, THRESHOLD_COLOUR, "dash"))
     traces = [t for t in traces if t["x"] or t["meta"] == "threshold"]  # no empty legend entries
-    title = "What-if: who would have written each token" if whatif else "How unsure was the small model, token by token"
+    title = ("What-if: who would have written each token" if whatif
+             else "How unsure was the small model, token by token")
     return {
         "data": traces,
         "layout": {
@@ -448,6 +451,14 @@ def writing_speed(events: Sequence[TokenEvent]) -> float | None:
     return (len(accepted) - 1) / (accepted[-1].t - accepted[0].t)
 
 
+def _table(rows: list[tuple[str, ...]]) -> str:
+    """A small HTML table; the first row is the header. Cells are escaped."""
+    cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
+    body = "".join("<tr>" + "".join(f'<{tag} style="{cell}">{html.escape(c)}</{tag}>' for c in row) + "</tr>"
+                   for tag, row in (("th" if i == 0 else "td", row) for i, row in enumerate(rows)))
+    return f'<table style="border-collapse:collapse;margin-bottom:8px">{body}</table>'
+
+
 def compare_html(run: Summary, alone: Summary, run_events: Sequence[TokenEvent] = (),
                  alone_events: Sequence[TokenEvent] = ()) -> str:
     """This run and the target alone, side by side: measured speeds, then where the texts differ."""
@@ -463,16 +474,16 @@ def compare_html(run: Summary, alone: Summary, run_events: Sequence[TokenEvent] 
     if lengths[0] and lengths[1] > 1.5 * lengths[0]:
         verdict += (f" The texts differ in length ({run.n_tokens} and {alone.n_tokens} tokens) and reading the "
                     f"prompt weighs more on a short one: the writing speeds compare more fairly.")
-    cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
-    speeds = [writing_speed(run_events), writing_speed(alone_events)]
-    rows = [("", f"this run ({html.escape(run.policy)})", "big model alone"),
-            ("speed (from pressing Generate)", f"{run.tokens_per_s:.1f} tokens/s", f"{alone.tokens_per_s:.1f} tokens/s"),
-            ("writing speed (after the first token)", *(f"{v:.1f} tokens/s" if v else "–" for v in speeds)),
-            ("tokens", str(run.n_tokens), str(alone.n_tokens)),
-            ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
-            ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}", f"{alone.n_tokens} of {alone.n_tokens}")]
-    table = "".join("<tr>" + "".join(f'<{"th" if i == 0 else "td"} style="{cell}">{c}</{"th" if i == 0 else "td"}>'
-                                     for c in row) + "</tr>" for i, row in enumerate(rows))
+    speed = lambda v: f"{v:.1f} tokens/s" if v else "–"  # noqa: E731
+    table = _table([
+        ("", f"this run ({run.policy})", "big model alone"),
+        ("speed (from pressing Generate)", speed(run.tokens_per_s), speed(alone.tokens_per_s)),
+        ("writing speed (after the first token)", speed(writing_speed(run_events)), speed(writing_speed(alone_events))),
+        ("tokens", str(run.n_tokens), str(alone.n_tokens)),
+        ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
+        ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}",
+         f"{alone.n_tokens} of {alone.n_tokens}"),
+    ])
     if run.text == alone.text:
         diff = "<p>The two texts are <b>identical</b>.</p>"
     else:
@@ -481,6 +492,6 @@ def compare_html(run: Summary, alone: Summary, run_events: Sequence[TokenEvent] 
                 f'<del style="color:{RED}">Struck through</del>: only in this run; '
                 f'<ins style="color:#1b7a34">underlined</ins>: only in the big model\'s text.</p>'
                 f'<div class="cascade-diff" style="{_TEXT_STYLE}">{diff_html(run.text, alone.text)}</div>')
-    return (f'<div class="cascade-compare"><table style="border-collapse:collapse;margin-bottom:8px">{table}</table>'
+    return (f'<div class="cascade-compare">{table}'
             f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
             f"work on it shifts both numbers.</p>{diff}</div>")
