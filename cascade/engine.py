@@ -118,6 +118,10 @@ class _Generation:
         except GeneratorExit:
             self.stop_reason = "cancelled"
             raise
+        finally:
+            # Drafts the output did not keep leave the caches now, so each holds only real text.
+            for runner in (self.pair.draft, self.pair.target):
+                runner.trim_to(self.prompt + self.out)
         yield self.summary()
 
     def choose_mode(self) -> None:

@@ -69,6 +69,16 @@ class ModelRunner:
         )
         return rows
 
+    def trim_to(self, context: Sequence[int]) -> None:
+        """Drop what the cache holds beyond its common prefix with `context` (no evaluation)."""
+        dropped = self._truncate(_common_prefix(self.tokens, context))
+        self.stats = ModelStats(self.stats.calls, self.stats.tokens_evaluated,
+                                self.stats.tokens_discarded + dropped, self.stats.seconds)
+
+    def cache_end(self) -> int:
+        """One past the last position llama.cpp's cache holds (equals len(self.tokens) when in sync)."""
+        return int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(self.llm.ctx), 0)) + 1
+
     def _truncate(self, keep: int) -> int:
         dropped = len(self.tokens) - keep
         if dropped > 0:

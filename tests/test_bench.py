@@ -18,8 +18,8 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     labels = [row["label"] for row in result["rows"]]
-    assert labels == ["target", "draft", "seed (threshold 5)", "cascade 3", "cascade 10", "bild 5 / 20",
-                      "speculative k=2", "auto"]
+    assert labels == ["target", "draft", "cascade 3", "cascade 10", "bild 5 / 20", "speculative k=2", "auto",
+                      "seed (threshold 5)"]
     rows = {row["label"]: row for row in result["rows"]}
     assert rows["target"]["speedup"] == 1.0 and rows["target"]["agreement"] == 1.0
     # greedy speculative writes the target's text: full agreement, by construction
