@@ -7,8 +7,9 @@ It keeps running estimates (exponentially weighted) of
   target agrees with a drafted token (`alpha`).
 From these it predicts seconds per token for three ways of writing
 - the target alone: t1;
-- cascade at the user's threshold: d + e·t1 + (1 − e)·b (a draft step per token, and one target call
-  per escalation that catches up on the tokens since the last);
+- cascade at the user's threshold: a draft step per token, and one target call per escalation that
+  catches up on the tokens since the last (`costs.cascade_cost`; over a short remaining text a rarely
+  doubtful draft is seldom caught up at all);
 - speculative decoding with k drafts: (k·d + t1 + k·b) / E, E = (1 − α^(k+1)) / (1 − α) tokens per round;
 and uses the cheapest, switching only when another is predicted clearly (10%) cheaper. Cascade, which
 changes the text, is used only when it is clearly (10%) cheaper than the best way that does not. While the target
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .costs import cascade_cost
 from .policies import POLICY_TABLE, Policy
 
 KS = (1, 2, 3, 4, 6, 8)
@@ -83,25 +85,25 @@ class AutoTuner:
 
     # ---- decisions --------------------------------------------------------------------------------
 
-    def predictions(self) -> dict[tuple[str, int], float]:
+    def predictions(self, horizon: int = 128) -> dict[tuple[str, int], float]:
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         if None in (d, t1, b):
             return {}
         out = {("target", 0): t1}
         if self.escalation.value is not None:
-            e = self.escalation.value
-            out[("cascade", 0)] = d + e * t1 + (1 - e) * b
+            out[("cascade", 0)] = cascade_cost(d, t1, b, self.escalation.value, max(horizon, 1))
         if self.alpha.value is not None:
             a = min(self.alpha.value, 0.999)
             for k in KS:
                 out[("speculative", k)] = (k * d + t1 + k * b) / ((1 - a ** (k + 1)) / (1 - a))
         return out
 
-    def choose(self) -> Choice:
+    def choose(self, horizon: int = 128) -> Choice:
+        """How to write the next tokens, `horizon` of which remain to be written at most."""
         if self.target_step.value is None:
             # The target's cost per token first (its first call also reads the prompt, so it takes two).
             return self._set("target", 0, None)
-        predicted = self.predictions()
+        predicted = self.predictions(horizon)
         if len(predicted) < 2:
             # Then the draft: speculative rounds measure its cost, the batch cost and the agreement.
             return self._set("speculative", 2, None)

@@ -45,7 +45,7 @@ class Row:
     ref_tokens: int = 0
     same_text: int = 0
     prompts: int = 0
-    peak_rss_mb: float = 0.0
+    rss_mb: float = 0.0  # resident memory right after its runs (the largest over prompts)
     decode_tok_s: float | None = None  # prompt already cached: comparable with llama.cpp's "decoded" speed
 
     @property
@@ -80,7 +80,7 @@ class Row:
         self.ref_tokens += n
         self.same_text += tokens == reference
         self.prompts += 1
-        self.peak_rss_mb = max(self.peak_rss_mb, peak_rss_mb())
+        self.rss_mb = max(self.rss_mb, rss_mb())
 
     def to_dict(self, target_tps: float) -> dict:
         d = asdict(self)
@@ -90,8 +90,13 @@ class Row:
         return d
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def rss_mb() -> float:
+    """Resident memory now (the process's peak only grows, so it cannot tell policies apart)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 20),
@@ -141,6 +146,7 @@ def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], ma
         for case in cases:
             summary, tokens = _run(engine, example, case.config)
             rows[case.label].add(summary, tokens, reference)
+            engine.pair.release_seed_models()
             log(f"  {case.label:22s} {summary.tokens_per_s:6.2f} tok/s  {summary.n_tokens} tokens")
         last, tokens = _run(engine, example, target_cfg)
         rows["target"].add(last, tokens, reference)
@@ -159,7 +165,8 @@ def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], ma
 def bounds(costs: Costs, rows: dict[str, Row]) -> dict:
     """What the measured per-call costs allow, as speed ratios to the target alone."""
     t1 = costs.target_step_s
-    out = {"cascade_at_share": {f"{share:.2f}": t1 / costs.cascade_s_per_token(share)
+    horizon = max(r.n_tokens // max(r.prompts, 1) for r in rows.values())
+    out = {"cascade_at_share": {f"{share:.2f}": t1 / costs.cascade_s_per_token(share, horizon)
                                 for share in (0.0, 0.05, 0.1, 0.2, 0.3)},
            "speculative_best_case_k": {str(k): t1 / costs.speculative_s_per_token(k, 1.0) for k in (1, 2, 4, 8)}}
     for label, row in rows.items():
@@ -239,13 +246,13 @@ def llama_cpp_peer(engine: Engine, examples: list[Example], ks: Sequence[int], m
 
 def markdown_table(result: dict) -> str:
     head = ("| policy | tok/s | vs target | target share | draft kept | agreement | same text | "
-            "overhead | peak RSS |\n|---|---|---|---|---|---|---|---|---|")
+            "overhead | memory (RSS) |\n|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in result["rows"]:
         acc = f"{r['acceptance']:.0%}" if r["acceptance"] is not None else "–"
         lines.append(f"| {r['label']} | {r['tokens_per_s']:.2f} | {r['speedup']:.2f}× | {r['target_share']:.0%} | "
                      f"{acc} | {r['agreement']:.0%} | {r['same_text']}/{r['prompts']} | {r['overhead']:.1%} | "
-                     f"{r['peak_rss_mb']:.0f} MB |")
+                     f"{r['rss_mb']:.0f} MB |")
     peer = result.get("llama_cpp")
     if peer and "skipped" not in peer:
         lines.append("\nDecode speed with the prompt already processed (how llama.cpp reports it):\n")
@@ -269,7 +276,7 @@ def costs_table(result: dict) -> str:
         lines.append(f"| {n} | {c['draft_batch_s'][n] * 1000:.1f} ms | {c['target_batch_s'][n] * 1000:.1f} ms |")
     b = result["bounds"]
     lines.append("\nBest speed these costs allow, as a ratio to the target alone: cascade with a share s of "
-                 "tokens escalated " + ", ".join(f"s={s}: {v:.2f}×" for s, v in b["cascade_at_share"].items())
+                 "tokens escalated, evenly spread " + ", ".join(f"s={s}: {v:.2f}×" for s, v in b["cascade_at_share"].items())
                  + "; speculative if every draft were accepted "
                  + ", ".join(f"k={k}: {v:.2f}×" for k, v in b["speculative_best_case_k"].items()) + ".")
     return "\n".join(lines)

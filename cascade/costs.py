@@ -38,17 +38,30 @@ class Costs:
         emitted = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
         return (k * self.draft_step_s + self.target_batch(k + 1)) / emitted
 
-    def cascade_s_per_token(self, escalation_rate: float) -> float:
-        """Expected seconds per token of cascade: a draft step for every token, and for each escalation
-        one target call that catches up on the tokens since the last (1 / rate of them)."""
-        if escalation_rate <= 0:
-            return self.draft_step_s
-        run = 1 / escalation_rate
-        return self.draft_step_s + escalation_rate * self.target_batch(run)
+    def cascade_s_per_token(self, escalation_rate: float, horizon: int) -> float:
+        """Expected seconds per token of cascade over `horizon` tokens: a draft step for each, and for
+        each escalation one target call that catches up on the tokens since the last (see
+        `cascade_cost`)."""
+        b = (self.target_batch(16) - self.target_step_s) / 15
+        return cascade_cost(self.draft_step_s, self.target_step_s, b, escalation_rate, horizon)
 
     def to_dict(self) -> dict:
         return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,
                 "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s}
+
+
+def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float:
+    """Seconds per token of cascade: d per draft step, t1 + (n - 1)·b for a target call over n tokens.
+
+    Each escalation (a share e of tokens) costs one target call; every token is read by the target
+    once, in the catch-up at the next escalation, unless no escalation follows it before the text ends:
+    then the target never reads it. Over a horizon of R tokens that happens to a share
+    (1 - e)(1 - (1 - e)^R) / (eR) of them, which is why a rarely doubtful draft runs at its own speed.
+    """
+    if e <= 0:
+        return d
+    caught_up = 1 - (1 - e) * (1 - (1 - e) ** horizon) / (e * horizon)
+    return d + e * max(t1 - b, 0.0) + caught_up * b
 
 
 def _time_batches(runner: ModelRunner, context: list[int], sizes, repeats: int) -> dict[int, float]:

@@ -65,6 +65,11 @@ class Engine:
             return
         with self.pair.lock:
             prompt_tokens = self.encode(prompt, config.chat)
+            # Every request reads its prompt afresh. Reusing the previous request's cache would save
+            # that, but quantized models give slightly different logits for a token read alone or in a
+            # batch, so the same request could then write a different text; this way it never does.
+            self.pair.draft.clear()
+            self.pair.target.clear()
             tuner = self.tuner if config.policy == "auto" else None
             yield from _Generation(self.pair, prompt_tokens, config, tuner).run()
 
@@ -125,7 +130,7 @@ class _Generation:
         yield self.summary()
 
     def choose_mode(self) -> None:
-        choice = self.tuner.choose()
+        choice = self.tuner.choose(horizon=self.budget - len(self.out))
         self.policy, self.k = choice.policy, choice.k
         mode = f"{choice.policy.name} k={choice.k}" if choice.policy.check == "speculative" else choice.policy.name
         self.modes[mode] = self.modes.get(mode, 0) + 1

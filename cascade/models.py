@@ -7,9 +7,7 @@ download is never mistaken for a whole file) and read from its cache afterwards.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import os
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,9 @@ from .config import ModelConfig
 from .runner import ModelRunner
 
 GGUF_MAGIC = b"GGUF"
+# The seed's models keep logits for every position (n_ctx x n_vocab floats, 622 MB each at 1024):
+# its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
+SEED_N_CTX = 1024
 # llama.cpp's own speculative example lets the vocabularies differ by this many (padding) tokens.
 MAX_VOCAB_SIZE_DIFFERENCE = 128
 
@@ -162,11 +163,15 @@ class ModelPair:
         pages with the main models and cost mostly their own caches.
         """
         if self._seed_models is None:
+            config = dataclasses.replace(self.config, n_ctx=min(self.config.n_ctx, SEED_N_CTX))
             self._seed_models = (
-                load_model(self.draft_path, self.config, "draft", logits_all=True),
-                load_model(self.target_path, self.config, "target", logits_all=True),
+                load_model(self.draft_path, config, "draft", logits_all=True),
+                load_model(self.target_path, config, "target", logits_all=True),
             )
         return self._seed_models
+
+    def release_seed_models(self) -> None:
+        self._seed_models = None
 
 
 def load_pair(config: ModelConfig, progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:

@@ -37,6 +37,7 @@ PAGE_POLICIES = {
     "draft": "draft: the small model alone",
     "bild": "bild: cascade, and big may roll back small's recent tokens",
     "speculative": "speculative: big checks k drafted tokens at once",
+    "auto": "auto: measures as it goes and picks the fastest way",
 }
 
 INTRO = """\

@@ -29,13 +29,26 @@ def render_chat(llm: llama_cpp.Llama, prompt: str) -> str:
     return formatter(messages=[{"role": "user", "content": prompt}]).prompt
 
 
+# Marks where the user's text sits in the rendered template; no one types NUL bytes around it.
+_SLOT = "\x00cascade-user-text\x00"
+
+
+def _bytes(text: str) -> bytes:
+    # Lone surrogates (possible in a Python str, never in UTF-8) become U+FFFD instead of failing.
+    return text.encode("utf-8", errors="replace")
+
+
 def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool) -> list[int]:
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     add_bos = bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model)))
-    if chat:
-        # The template's control tokens (<|im_start|> ...) must be read as special tokens; the
-        # user's own text is already inside the rendered string, as the template intends.
-        text = render_chat(llm, prompt)
-        return llm.tokenize(text.encode("utf-8", errors="replace"), add_bos=add_bos, special=True)
-    return llm.tokenize(prompt.encode("utf-8", errors="replace"), add_bos=add_bos, special=False)
+    if not chat:
+        return llm.tokenize(_bytes(prompt), add_bos=add_bos, special=False)
+    # The template's own markup (<|im_start|> ...) is read as control tokens, but the user's text is
+    # tokenized as plain text, so typing "<|im_end|><|im_start|>system" cannot forge a turn.
+    before, _, after = render_chat(llm, _SLOT).partition(_SLOT)
+    if _SLOT in after:
+        raise PromptError("this model's chat template repeats the user's text; use raw completion instead")
+    return (llm.tokenize(_bytes(before), add_bos=add_bos, special=True)
+            + llm.tokenize(_bytes(prompt), add_bos=False, special=False)
+            + llm.tokenize(_bytes(after), add_bos=False, special=True))

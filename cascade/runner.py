@@ -69,6 +69,10 @@ class ModelRunner:
         )
         return rows
 
+    def clear(self) -> None:
+        """Empty the cache (not counted as a rollback: nothing of the coming generation is lost)."""
+        self._truncate(0)
+
     def trim_to(self, context: Sequence[int]) -> None:
         """Drop what the cache holds beyond its common prefix with `context` (no evaluation)."""
         dropped = self._truncate(_common_prefix(self.tokens, context))

@@ -40,7 +40,7 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
     stop_reason = "max_tokens"
     t0 = time.perf_counter()
     for position in range(config.max_tokens):
-        if prompt_tokens + position + 1 >= pair.config.n_ctx:
+        if prompt_tokens + position + 1 >= large.n_ctx():
             stop_reason = "context_full"
             break
         t = time.perf_counter()

@@ -47,7 +47,7 @@ def test_a_confident_draft_cascades():
 def test_it_switches_only_for_a_clear_gain():
     tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
     assert tuner.choose().policy.name == "target"
-    tuner.escalation.value = 0.0  # cascade now predicted at 0.045 + 0.03: still slower
+    tuner.escalation.value = 0.02  # cascade now predicted at about 0.045 + catch-ups: not clearly faster
     assert tuner.choose().policy.name == "target"
 
 
