@@ -12,10 +12,11 @@ From these it predicts seconds per token for three ways of writing
   doubtful draft is seldom caught up at all);
 - speculative decoding with k drafts: (k·d + t1 + k·b) / E, E = (1 − α^(k+1)) / (1 − α) tokens per round;
 and uses the cheapest, switching only when another is predicted clearly (10%) cheaper. Cascade, which
-changes the text, is used only when it is clearly (10%) cheaper than the best way that does not. While the target
-writes alone nothing about the draft is learned, so every `probe_every` tokens one speculative round
-with k=2 refreshes the estimates; its cost is bounded to a few percent of the target's time. The
-estimates live on the Engine and carry over between requests, so a second request starts informed.
+changes the text, is used only when it is clearly (10%) cheaper than the best way that does not. Switching to a way
+that drafts first costs the draft's catch-up on the text it has not read, spread over the tokens left.
+While the target writes alone nothing about the draft is learned, so now and then (after 64 tokens,
+then 128, 256, ... while probes keep finding the target best) one speculative round refreshes the
+estimates. The estimates live on the Engine and carry over between requests, so a second request starts informed.
 
 Speculative rounds and the target alone give the target's own text; cascade changes the text where
 the draft was confident, exactly as the `cascade` policy does at the same threshold.
@@ -48,23 +49,28 @@ class Choice:
 
 
 class AutoTuner:
-    probe_every = 64
+    first_probe_after = 64
     switch_margin = 0.9
 
     def __init__(self) -> None:
         self.draft_step = Ewma()
         self.target_step = Ewma()
         self.target_extra = Ewma()  # seconds per additional token in a target batch
+        self.draft_extra = Ewma()  # the same for the draft: what catching it up costs
         self.escalation = Ewma(0.05)
         self.alpha = Ewma(0.05)
         self.current: Choice | None = None
         self.since_probe = 0
+        # Probes that find the target alone still best come less and less often (64, 128, ... tokens).
+        self.probe_every = self.first_probe_after
 
     # ---- observations -----------------------------------------------------------------------------
 
     def observe_draft_call(self, n_tokens: int, seconds: float) -> None:
         if n_tokens == 1:
             self.draft_step.add(seconds)
+        elif n_tokens > 1 and self.draft_step.value is not None:
+            self.draft_extra.add(max(0.0, seconds - self.draft_step.value) / (n_tokens - 1))
 
     def observe_target_call(self, n_tokens: int, seconds: float) -> None:
         if n_tokens == 1:
@@ -85,30 +91,35 @@ class AutoTuner:
 
     # ---- decisions --------------------------------------------------------------------------------
 
-    def predictions(self, horizon: int = 128) -> dict[tuple[str, int], float]:
+    def predictions(self, horizon: int = 128, draft_lag: int = 0) -> dict[tuple[str, int], float]:
+        """Predicted seconds per token of each way of writing the next `horizon` tokens, when the
+        draft has `draft_lag` tokens of the text still to read (a cost any way that drafts pays first)."""
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         if None in (d, t1, b):
             return {}
+        horizon = max(horizon, 1)
+        catch_up = draft_lag * (self.draft_extra.value if self.draft_extra.value is not None else d) / horizon
         out = {("target", 0): t1}
         if self.escalation.value is not None:
-            out[("cascade", 0)] = cascade_cost(d, t1, b, self.escalation.value, max(horizon, 1))
+            out[("cascade", 0)] = cascade_cost(d, t1, b, self.escalation.value, horizon) + catch_up
         if self.alpha.value is not None:
             a = min(self.alpha.value, 0.999)
             for k in KS:
-                out[("speculative", k)] = (k * d + t1 + k * b) / ((1 - a ** (k + 1)) / (1 - a))
+                out[("speculative", k)] = (k * d + t1 + k * b) / ((1 - a ** (k + 1)) / (1 - a)) + catch_up
         return out
 
-    def choose(self, horizon: int = 128) -> Choice:
+    def choose(self, horizon: int = 128, draft_lag: int = 0) -> Choice:
         """How to write the next tokens, `horizon` of which remain to be written at most."""
         if self.target_step.value is None:
             # The target's cost per token first (its first call also reads the prompt, so it takes two).
             return self._set("target", 0, None)
-        predicted = self.predictions(horizon)
+        predicted = self.predictions(horizon, draft_lag)
         if len(predicted) < 2:
             # Then the draft: speculative rounds measure its cost, the batch cost and the agreement.
             return self._set("speculative", 2, None)
         if self.current is not None and self.current.policy.name == "target" and self.since_probe >= self.probe_every:
             self.since_probe = 0
+            self.probe_every = min(self.probe_every * 2, 4096)
             return Choice(POLICY_TABLE["speculative"], 2, None)  # a probe; `current` stays
         lossless = {key: v for key, v in predicted.items() if key[0] != "cascade"}
         best = min(lossless, key=lossless.get)
@@ -124,5 +135,7 @@ class AutoTuner:
     def _set(self, name: str, k: int, predicted: float | None) -> Choice:
         if self.current is None or (self.current.policy.name, self.current.k) != (name, k):
             self.since_probe = 0
+            if name != "target":
+                self.probe_every = self.first_probe_after
         self.current = Choice(POLICY_TABLE[name], k, predicted)
         return self.current

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--thresholds", type=float, nargs="+", default=[2, 3, 5, 10, 20],
                        help="cascade thresholds to try (default %(default)s)")
     bench.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], help="speculative k values to try")
+    bench.add_argument("--only", nargs="+", default=None, metavar="POLICY",
+                       help="run only these policies (the target always runs: every figure is relative to it)")
     bench.add_argument("--no-seed", action="store_true", help="skip the seed's slow reference loop")
     bench.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's own speculative decoding")
     bench.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
@@ -131,6 +133,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     engine = Engine(load_pair(model_config_from_args(args), progress=lambda m: log(f"[{m}]")))
     cases = bench.default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
+    if args.only:
+        cases = [c for c in cases if c.config.policy in args.only]
     result = bench.run_bench(engine, examples, cases, args.max_tokens, log=log)
     if not args.no_llama_cpp:
         result["llama_cpp"] = bench.llama_cpp_peer(engine, examples, args.ks, args.max_tokens, log=log)

@@ -130,7 +130,8 @@ class _Generation:
         yield self.summary()
 
     def choose_mode(self) -> None:
-        choice = self.tuner.choose(horizon=self.budget - len(self.out))
+        lag = len(self.prompt) + len(self.out) - len(self.pair.draft.tokens)
+        choice = self.tuner.choose(horizon=self.budget - len(self.out), draft_lag=max(lag, 0))
         self.policy, self.k = choice.policy, choice.k
         mode = f"{choice.policy.name} k={choice.k}" if choice.policy.check == "speculative" else choice.policy.name
         self.modes[mode] = self.modes.get(mode, 0) + 1

@@ -58,8 +58,7 @@ def resolve_model(spec: str, role: str = "model") -> Path:
 
 def _download(hub: HubFile, role: str) -> Path:
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError)
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
         return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename))
@@ -71,8 +70,11 @@ def _download(hub: HubFile, role: str) -> Path:
         ) from e
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
         raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
-    except (HfHubHTTPError, OSError) as e:
-        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed: {e}") from e
+    except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
+        # An interrupted transfer stays in huggingface_hub's .incomplete file, never under the real
+        # name, and the next attempt resumes it.
+        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed "
+                         f"({type(e).__name__}); try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
 
 
 def check_gguf(path: Path, role: str = "model") -> None:
