@@ -8,6 +8,7 @@ run the engine, keep its events in a `gr.State`, and leave every picture to `ren
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
@@ -99,11 +100,24 @@ class Throttle:
         return True
 
 
+def finite_number(name: str, value: Any) -> float:
+    """The value as a float; ValueError naming the setting if it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number")
+    return float(value)
+
+
 def generation_config(policy: str, threshold: float, k: float, max_tokens: float, temperature: float,
-                      seed: float, mode: str) -> GenerationConfig:
+                      seed: float | None, mode: str) -> GenerationConfig:
     """The request the controls describe; ValueError names a bad setting."""
-    return GenerationConfig(policy=policy, threshold=float(threshold), k=int(k), max_tokens=int(max_tokens),
-                            temperature=float(temperature), seed=int(seed or 0), chat=mode != "raw").validate()
+    number = {name: finite_number(name, value) for name, value in
+              (("threshold", threshold), ("k", k), ("max_tokens", max_tokens), ("temperature", temperature),
+               ("seed", seed or 0))}
+    return GenerationConfig(policy=policy, threshold=number["threshold"], k=int(number["k"]),
+                            max_tokens=int(number["max_tokens"]), temperature=number["temperature"],
+                            seed=int(number["seed"]), chat=mode != "raw").validate()
 
 
 # ---- what each output shows -----------------------------------------------------------------------
@@ -146,6 +160,7 @@ def _engine_or_message(engine_provider: EngineProvider, progress: gr.Progress) -
 def make_generate(engine_provider: EngineProvider):
     def generate(prompt: str, mode: str, policy: str, threshold: float, k: float, max_tokens: float,
                  temperature: float, seed: float, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
+        prompt = prompt or ""  # the API can send null; the engine then says the prompt is empty
         try:
             config = generation_config(policy, threshold, k, max_tokens, temperature, seed, mode)
         except ValueError as e:
@@ -224,12 +239,34 @@ def stop(run: Run | None) -> tuple:
 
 # ---- the page ------------------------------------------------------------------------------------
 
+def refuse_non_numbers(component: gr.Slider | gr.Number, setting: str, allow_empty: bool = False):
+    """Make the component refuse, with a message naming the setting, a value that is not a finite number.
+
+    Gradio checks a slider's or number field's value against its range but not that it is a number, so
+    a string or null sent through the API failed inside Gradio with a bare "Error", and NaN passed the
+    range check. (An instance attribute rather than a subclass: Gradio writes a .pyi stub next to the
+    module of any component subclass when it is defined.)"""
+    gradio_preprocess = component.preprocess
+
+    def preprocess(payload: Any):
+        if not (payload is None and allow_empty):
+            try:
+                finite_number(setting, payload)
+            except ValueError as e:
+                raise gr.Error(f"Please check the settings: {e}.") from None
+        return gradio_preprocess(payload)
+
+    component.preprocess = preprocess
+    return component
+
+
 def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None = None, step: float = 1,
             info: str | None = None) -> gr.Slider:
     meta = limits(GenerationConfig, name)
-    return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
-                     maximum=min(meta["max"], hi) if hi is not None else meta["max"],
-                     value=meta["default"], step=step, label=label, info=info or meta["help"])
+    return refuse_non_numbers(gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
+                                        maximum=min(meta["max"], hi) if hi is not None else meta["max"],
+                                        value=meta["default"], step=step, label=label, info=info or meta["help"]),
+                              name)
 
 
 def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None) -> gr.Blocks:
@@ -257,8 +294,10 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                     temperature = _slider("temperature", "Temperature (0 = always the likeliest token)",
                                           step=0.05)
                     seed_meta = limits(GenerationConfig, "seed")
-                    seed = gr.Number(value=seed_meta["default"], minimum=seed_meta["min"], maximum=seed_meta["max"],
-                                     precision=0, label="Seed", info=seed_meta["help"])
+                    seed = refuse_non_numbers(
+                        gr.Number(value=seed_meta["default"], minimum=seed_meta["min"], maximum=seed_meta["max"],
+                                  precision=0, label="Seed", info=seed_meta["help"]),
+                        "seed", allow_empty=True)  # an empty field: the handler's default
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
