@@ -1,0 +1,213 @@
+"""Many visitors and many Stop presses through the page's API, on the toy models.
+
+Ten gradio_client sessions share one engine at once and each must receive exactly the text its own
+requests give alone (no cross-talk through the shared models, their caches, the sampling streams or the
+sessions' state); twenty Stop presses at random points of a stream must leave the page answering and
+the next generation identical to a fresh process's. Run with -s to see the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from gradio_client import Client
+
+from cascade.events import Summary
+from cascade.page import generation_config
+
+from .conftest import engine_for
+from .test_page import ROOT, SlowEngine, serve
+
+PROMPTS = (
+    "The cat sat on the mat",
+    "Once upon a time there was",
+    "My name is Sam and I",
+    "Write a short story about a dog.",
+    "The little house by the sea",
+    "Why is the sky blue?",
+    "A dog and a cat",
+    "Tell me about the sea.",
+)
+POLICIES = ("cascade", "target", "draft", "bild", "speculative")  # `auto` learns across requests: see below
+
+
+def page_inputs(prompt: str, *, mode: str = "raw", policy: str = "cascade", threshold: float = 5.0, k: int = 4,
+                max_tokens: int = 32, temperature: float = 0.0, seed: int = 0) -> tuple:
+    """The /generate endpoint's inputs, in its order."""
+    return prompt, mode, policy, threshold, k, max_tokens, temperature, seed
+
+
+def alone(engine, inputs: tuple) -> str:
+    """The text the engine writes for these page inputs, mapped to a request exactly as the page maps them."""
+    prompt, mode, policy, threshold, k, max_tokens, temperature, seed = inputs
+    events = list(engine.generate(prompt, generation_config(policy, threshold, k, max_tokens, temperature, seed,
+                                                            mode)))
+    assert isinstance(events[-1], Summary)
+    return events[-1].text
+
+
+class CountingEngine:
+    """The engine, counting the generations the page started and the ones that reached their Summary."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.started, self.finished = engine, 0, 0
+        self._lock = threading.Lock()
+
+    def generate(self, prompt, config):
+        with self._lock:
+            self.started += 1
+        for event in self.engine.generate(prompt, config):
+            if isinstance(event, Summary):
+                with self._lock:
+                    self.finished += 1
+            yield event
+
+
+# ---- ten sessions at once -------------------------------------------------------------------------
+
+N_SESSIONS, PER_SESSION = 10, 3
+
+
+def session_request(i: int, j: int) -> tuple:
+    """Session i's j-th request: prompts, policies, modes and thresholds vary; odd ones sample (fixed seeds).
+
+    `auto` is left out: what it learns carries over between requests, so its text depends on what ran
+    before it, which is by design and not cross-talk."""
+    sampled = (i + j) % 2 == 1
+    return page_inputs(PROMPTS[(i + 3 * j) % len(PROMPTS)], mode="chat" if i % 3 == 0 else "raw",
+                       policy=POLICIES[(i + j) % len(POLICIES)], threshold=(3.0, 5.0, 10.0)[j], k=1 + i % 4,
+                       max_tokens=20 + 4 * j, temperature=0.8 if sampled else 0.0, seed=100 * i + j)
+
+
+def peak_overlap(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(t0, 1) for t0, _ in intervals] + [(t1, -1) for _, t1 in intervals])
+    peak = now = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_ten_sessions_at_once_each_receive_exactly_their_own_text(toy):
+    engine = engine_for(toy.small, toy.related)
+    requests = [[session_request(i, j) for j in range(PER_SESSION)] for i in range(N_SESSIONS)]
+    expected = {r: alone(engine, r) for row in requests for r in row}
+    # Each session's last run is compared with the big model alone: that reads the session's own state.
+    expected_alone = {row[-1]: alone(engine, row[-1][:2] + ("target",) + row[-1][3:]) for row in requests}
+    assert len(set(expected.values())) >= 20, "the requests should ask for different texts"
+
+    counting = CountingEngine(engine)
+    demo, url = serve(lambda progress: counting)
+    barrier = threading.Barrier(N_SESSIONS)
+
+    def session(i: int):
+        client = Client(url, verbose=False)
+        barrier.wait(timeout=120)  # every session connected: now all of them ask at once
+        done = []
+        for inputs in requests[i]:
+            started = time.monotonic()
+            *_, text = client.submit(*inputs, api_name="/generate").result(timeout=300)
+            done.append((inputs, text, started, time.monotonic()))
+        _, numbers = client.submit(api_name="/compare").result(timeout=300)
+        return done, numbers
+
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(N_SESSIONS) as pool:
+            results = [f.result() for f in [pool.submit(session, i) for i in range(N_SESSIONS)]]
+    finally:
+        demo.close()
+    elapsed = time.monotonic() - started
+
+    wrong = [(inputs, text, expected[inputs]) for done, _ in results for inputs, text, *_ in done
+             if text != expected[inputs]]
+    assert not wrong, f"{len(wrong)} texts differ from the same request alone; first: {wrong[0]}"
+    for i, (done, numbers) in enumerate(results):
+        last = requests[i][-1]
+        assert numbers["this_run"]["text"] == expected[last], f"session {i} compared another session's run"
+        assert numbers["big_model_alone"]["text"] == expected_alone[last]
+    n_generations = sum(len(done) for done, _ in results)
+    assert n_generations == N_SESSIONS * PER_SESSION
+    total = n_generations + N_SESSIONS  # and one comparison each
+    assert counting.started == counting.finished == total, "a generation was lost or cut short"
+    peak = peak_overlap([(t0, t1) for done, _ in results for *_, t0, t1 in done])
+    assert peak >= N_SESSIONS // 2, f"the sessions hardly overlapped (peak {peak} requests in flight)"
+    assert not engine.pair.lock.locked()
+    print(f"\n{N_SESSIONS} sessions x {PER_SESSION} generations at once (+1 comparison each): "
+          f"{n_generations}/{n_generations} texts identical to the same request alone, {N_SESSIONS}/{N_SESSIONS} "
+          f"comparisons read their own session's run, {counting.finished}/{total} generations finished, "
+          f"peak {peak} requests in flight, {elapsed:.1f} s")
+
+
+# ---- twenty Stop presses --------------------------------------------------------------------------
+
+N_STOPS = 20
+
+
+def fresh_process_text(toy, inputs: tuple) -> str:
+    """The same request in a new process: the command line, on the same models and model settings."""
+    prompt, mode, policy, threshold, k, max_tokens, temperature, seed = inputs
+    args = ["--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx", "1024",
+            "--policy", policy, "--threshold", str(threshold), "--k", str(k), "--max-tokens", str(max_tokens),
+            "--temperature", str(temperature), "--seed", str(seed), "--raw" if mode == "raw" else "--chat"]
+    r = subprocess.run([sys.executable, "-m", "cascade", "generate", *args, "--json", prompt], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])["summary"]["text"]
+
+
+def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_run_as_a_fresh_process(toy):
+    engine = engine_for(toy.small, toy.related)
+    counting = CountingEngine(engine)
+    slow = SlowEngine(counting, pause_s=0.02)  # each stream lasts seconds, so a Stop lands in the middle
+    rng = random.Random(20)  # seeded: the same twenty moments on every run
+    long_runs = [page_inputs(PROMPTS[i % len(PROMPTS)], mode=("raw", "chat")[i % 2], policy=policy, k=1 + i % 5,
+                             max_tokens=300, temperature=0.7 if i % 2 and policy != "auto" else 0.0, seed=i)
+                 for i, policy in enumerate((*POLICIES, "auto") * 4)][:N_STOPS]
+    short = page_inputs("My name is", max_tokens=8)
+    short_text = alone(engine, short)
+    final = page_inputs("Once upon a time", mode="chat", policy="speculative", k=3, max_tokens=60, temperature=0.8,
+                        seed=7)
+    reference = fresh_process_text(toy, final)
+
+    demo, url = serve(lambda progress: slow)
+    mid_stream = ended_before_stop = 0
+    answered_s = []
+    try:
+        client = Client(url, verbose=False)
+        for inputs in long_runs:
+            job = client.submit(*inputs, api_name="/generate")
+            time.sleep(rng.uniform(0.05, 0.8))
+            streaming = bool(job.outputs())
+            if job.done():
+                ended_before_stop += 1
+            else:
+                mid_stream += streaming
+            job.cancel()  # what the page's Stop does: its click `cancels` the running generation
+            pressed = time.monotonic()
+            *_, text = client.submit(*short, api_name="/generate").result(timeout=60)
+            answered_s.append(time.monotonic() - pressed)
+            assert text == short_text, "a request after a Stop wrote another text"
+            assert not engine.pair.lock.locked()
+        *_, final_text = client.submit(*final, api_name="/generate").result(timeout=120)
+    finally:
+        demo.close()
+    assert final_text == reference, "after the Stops, the page writes another text than a fresh process"
+    assert not engine.pair.lock.locked()
+    # Every stopped generation really stopped: it never reached its end, not even later, in the background.
+    n_completed = N_STOPS + 1 + ended_before_stop  # the short ones, the final one, any that ended on their own
+    assert counting.started == N_STOPS * 2 + 1 and counting.finished == n_completed
+    assert mid_stream >= N_STOPS // 2, f"only {mid_stream} of the Stops landed while text was streaming"
+    print(f"\n{N_STOPS} Stops at seeded random moments ({mid_stream} while text was streaming, "
+          f"{N_STOPS - mid_stream - ended_before_stop} before the first update, {ended_before_stop} after the end): "
+          f"none of the stopped generations ran on; after each Stop a short request was answered with the expected "
+          f"text in at most {max(answered_s):.2f} s (median {sorted(answered_s)[N_STOPS // 2]:.2f} s); the next "
+          f"full generation equals a fresh process's; the models' lock is free")
