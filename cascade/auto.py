@@ -16,7 +16,7 @@ changes the text, is used only when it is clearly (10%) cheaper than the best wa
 that drafts first costs the draft's catch-up on the text it has not read, spread over the tokens left.
 While the target writes alone nothing about the draft is learned, so now and then (after 64 tokens,
 then 128, 256, ... while probes keep finding the target best) one speculative round refreshes the
-estimates. The estimates live on the Engine and carry over between requests, so a second request starts informed.
+estimates, if the draft's catch-up for it costs at most 3% of the target's time for what remains. The estimates live on the Engine and carry over between requests, so a second request starts informed.
 
 Speculative rounds and the target alone give the target's own text; cascade changes the text where
 the draft was confident, exactly as the `cascade` policy does at the same threshold.
@@ -51,6 +51,8 @@ class Choice:
 class AutoTuner:
     first_probe_after = 64
     switch_margin = 0.9
+    # A probe's catch-up may cost at most this share of the target's time for the tokens still to write.
+    probe_budget = 0.03
 
     def __init__(self) -> None:
         self.draft_step = Ewma()
@@ -117,7 +119,8 @@ class AutoTuner:
         if len(predicted) < 2:
             # Then the draft: speculative rounds measure its cost, the batch cost and the agreement.
             return self._set("speculative", 2, None)
-        if self.current is not None and self.current.policy.name == "target" and self.since_probe >= self.probe_every:
+        if (self.current is not None and self.current.policy.name == "target" and self.since_probe >= self.probe_every
+                and self.probe_cost(draft_lag) <= self.probe_budget * horizon * self.target_step.value):
             self.since_probe = 0
             self.probe_every = min(self.probe_every * 2, 4096)
             return Choice(POLICY_TABLE["speculative"], 2, None)  # a probe; `current` stays
@@ -131,6 +134,11 @@ class AutoTuner:
             if key in predicted and predicted[best] > self.switch_margin * predicted[key]:
                 best = key
         return self._set(best[0], best[1], predicted[best])
+
+    def probe_cost(self, draft_lag: int) -> float:
+        """Seconds a probe spends first on the draft reading what it has missed."""
+        per_token = self.draft_extra.value if self.draft_extra.value is not None else self.draft_step.value
+        return draft_lag * per_token
 
     def _set(self, name: str, k: int, predicted: float | None) -> Choice:
         if self.current is None or (self.current.policy.name, self.current.k) != (name, k):

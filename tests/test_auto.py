@@ -55,7 +55,7 @@ def test_while_the_target_writes_alone_it_probes_the_draft_now_and_then():
     tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
     names = []
     for _ in range(3 * tuner.probe_every):
-        choice = tuner.choose()
+        choice = tuner.choose(horizon=1000, draft_lag=10)
         names.append(choice.policy.name)
         tuner.observe_emitted(1 if choice.policy.name == "target" else 3)
     probes = names.count("speculative")
@@ -71,3 +71,9 @@ def test_auto_runs_and_its_counts_add_up(pair_engines, kind):
         assert s.policy == "auto" and s.n_tokens == len(accepted) == 60
         assert s.text == "".join(e.text for e in accepted)
         assert s.modes and sum(s.modes.values()) >= 1
+
+
+def test_no_probe_when_the_drafts_catch_up_costs_too_much():
+    tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
+    names = [tuner.choose(horizon=40, draft_lag=200).policy.name for _ in range(3 * tuner.probe_every)]
+    assert set(names) == {"target"}
