@@ -46,7 +46,7 @@ class Engine:
         if room < 1:
             raise PromptError(
                 f"the prompt is {len(tokens)} tokens but the context holds {self.pair.config.n_ctx}; "
-                f"shorten it (or start with a larger --n-ctx)"
+                f"shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"
             )
         return tokens
 

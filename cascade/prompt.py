@@ -34,7 +34,7 @@ _SLOT = "\x00cascade-user-text\x00"
 
 
 def _bytes(text: str) -> bytes:
-    # Lone surrogates (possible in a Python str, never in UTF-8) become U+FFFD instead of failing.
+    # Lone surrogates (possible in a Python str, never in UTF-8) become '?' instead of failing.
     return text.encode("utf-8", errors="replace")
 
 
