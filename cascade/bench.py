@@ -6,7 +6,6 @@ same run, and the target is run before and after the other policies on each prom
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -14,7 +13,7 @@ import resource
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -22,7 +21,7 @@ from .config import GenerationConfig
 from .costs import Costs, measure_costs
 from .engine import Engine
 from .events import Summary, TokenEvent
-from .examples import Example, load_examples
+from .examples import Example
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class Row:
     same_text: int = 0
     prompts: int = 0
     rss_mb: float = 0.0  # resident memory right after its runs (the largest over prompts)
-    decode_tok_s: float | None = None  # prompt already cached: comparable with llama.cpp's "decoded" speed
+    decode_tok_s: float | None = None  # prompt processing taken off: comparable with llama.cpp's "decoded" speed
 
     @property
     def tokens_per_s(self) -> float:
@@ -125,10 +124,14 @@ def _run(engine: Engine, example: Example, config: GenerationConfig) -> tuple[Su
 
 
 def _decode_only(engine: Engine, example: Example, config: GenerationConfig) -> float:
-    """Tokens/s with the prompt already in both caches (as llama.cpp reports its decode speed)."""
-    _run(engine, example, config.replace(max_tokens=1, policy="speculative"))  # both models read the prompt
-    summary, _ = _run(engine, example, config)
-    return summary.tokens_per_s
+    """Tokens/s after the prompt is processed, as llama.cpp reports its "decoded" speed.
+
+    Every request reads its prompt afresh, so the time of the same request stopped after one token
+    (prompt processing plus that token) is taken off: (n - 1) tokens in (wall_n - wall_1) seconds.
+    """
+    first, _ = _run(engine, example, config.replace(max_tokens=1))
+    full, _ = _run(engine, example, config)
+    return (full.n_tokens - 1) / max(full.wall_s - first.wall_s, 1e-9)
 
 
 def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,

@@ -16,7 +16,7 @@ import numpy as np
 from . import sampling as S
 from .auto import AutoTuner
 from .config import GenerationConfig
-from .events import Event, ModelStats, StopReason, Summary, TokenEvent
+from .events import Event, StopReason, Summary, TokenEvent
 from .models import ModelPair
 from .policies import POLICY_TABLE, Policy
 from .prompt import PromptError, encode_prompt

@@ -12,7 +12,6 @@ none of them, and verification needs a handful of rows from the middle of a batc
 
 from __future__ import annotations
 
-import ctypes
 import time
 from typing import Sequence
 

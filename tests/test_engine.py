@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from cascade import Engine, GenerationConfig, ModelConfig, PromptError, load_pair
-from cascade.events import Summary
 
 from .conftest import accepted_ids, engine_for, run
 

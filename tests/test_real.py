@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cascade import Engine, GenerationConfig, ModelConfig, load_pair
+from cascade import Engine, ModelConfig, load_pair
 
 from .conftest import accepted_ids, run
 
