@@ -6,7 +6,8 @@
         ...  # TokenEvents as they happen, then one Summary
 """
 
-from .config import GenerationConfig, ModelConfig, POLICIES
+from .config import GenerationConfig, ModelConfig
+from .policies import POLICIES
 from .engine import Engine
 from .events import ModelStats, Summary, TokenEvent
 from .models import ModelError, ModelPair, load_pair

@@ -8,7 +8,7 @@ It keeps running estimates (exponentially weighted) of
 From these it predicts seconds per token for three ways of writing
 - the target alone: t1;
 - cascade at the user's threshold: a draft step per token, and one target call per escalation that
-  catches up on the tokens since the last (`costs.cascade_cost`; over a short remaining text a rarely
+  catches up on the tokens since the last (`costmodel.cascade_cost`; over a short remaining text a rarely
   doubtful draft is seldom caught up at all);
 - speculative decoding with k drafts: (k·d + t1 + k·b) / E, E = (1 − α^(k+1)) / (1 − α) tokens per round;
 and uses the cheapest, switching only when another is predicted clearly (10%) cheaper. Cascade, which
@@ -24,12 +24,15 @@ the draft was confident, exactly as the `cascade` policy does at the same thresh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .costs import cascade_cost
-from .policies import POLICY_TABLE, Policy
+from .costmodel import cascade_cost, speculative_cost
+from .events import TokenEvent
+from .observers import Observer
+from .policies import POLICY_TABLE, Mode
 
 KS = (1, 2, 3, 4, 6, 8)
+# A target call over more tokens than this is reading a prompt, not verifying drafts: its per-token cost
+# is lower than a verification's would be, so it does not feed the estimate of `b`.
+MAX_VERIFY_BATCH = 64
 
 
 class Ewma:
@@ -41,15 +44,9 @@ class Ewma:
         self.value = x if self.value is None else (1 - self.weight) * self.value + self.weight * x
 
 
-@dataclass(frozen=True)
-class Choice:
-    policy: Policy
-    k: int
-    predicted_s_per_token: float | None
-
-
-class AutoTuner:
-    first_probe_after = 64
+class AutoTuner(Observer):
+    first_probe_after = 64  # tokens the target writes alone before the first probe of the draft
+    max_probe_every = 4096  # probes while the target stays best come at most this far apart
     switch_margin = 0.9
     # A probe's catch-up may cost at most this share of the target's time for the tokens still to write.
     probe_budget = 0.03
@@ -61,35 +58,30 @@ class AutoTuner:
         self.draft_extra = Ewma()  # the same for the draft: what catching it up costs
         self.escalation = Ewma(0.05)
         self.alpha = Ewma(0.05)
-        self.current: Choice | None = None
+        self.current: Mode | None = None
         self.since_probe = 0
         # Probes that find the target alone still best come less and less often (64, 128, ... tokens).
         self.probe_every = self.first_probe_after
 
-    # ---- observations -----------------------------------------------------------------------------
+    # ---- observations (the loop's Observer hooks) ---------------------------------------------------
 
-    def observe_draft_call(self, n_tokens: int, seconds: float) -> None:
+    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
+        step, extra = (self.draft_step, self.draft_extra) if model == "draft" else (self.target_step, self.target_extra)
         if n_tokens == 1:
-            self.draft_step.add(seconds)
-        elif n_tokens > 1 and self.draft_step.value is not None:
-            self.draft_extra.add(max(0.0, seconds - self.draft_step.value) / (n_tokens - 1))
+            step.add(seconds)
+        elif n_tokens > 1 and step.value is not None and (model == "draft" or n_tokens <= MAX_VERIFY_BATCH):
+            extra.add(max(0.0, seconds - step.value) / (n_tokens - 1))
 
-    def observe_target_call(self, n_tokens: int, seconds: float) -> None:
-        if n_tokens == 1:
-            self.target_step.add(seconds)
-        elif n_tokens > 1 and self.target_step.value is not None and n_tokens <= 64:
-            self.target_extra.add(max(0.0, seconds - self.target_step.value) / (n_tokens - 1))
+    def proposed(self, doubtful: bool) -> None:
+        self.escalation.add(float(doubtful))
 
-    def observe_proposal(self, escalated: bool) -> None:
-        self.escalation.add(float(escalated))
+    def checked(self, kept: int, looked_at: int) -> None:
+        for i in range(looked_at):
+            self.alpha.add(1.0 if i < kept else 0.0)
 
-    def observe_check(self, accepted: int, checked: int) -> None:
-        """`checked` drafted tokens were looked at by the target, the first `accepted` kept."""
-        for i in range(checked):
-            self.alpha.add(1.0 if i < accepted else 0.0)
-
-    def observe_emitted(self, n: int) -> None:
-        self.since_probe += n
+    def told(self, event: TokenEvent) -> None:
+        if event.accepted:
+            self.since_probe += 1
 
     # ---- decisions --------------------------------------------------------------------------------
 
@@ -107,23 +99,23 @@ class AutoTuner:
         if self.alpha.value is not None:
             a = min(self.alpha.value, 0.999)
             for k in KS:
-                out[("speculative", k)] = (k * d + t1 + k * b) / ((1 - a ** (k + 1)) / (1 - a)) + catch_up
+                out[("speculative", k)] = speculative_cost(d, t1 + k * b, k, a) + catch_up
         return out
 
-    def choose(self, horizon: int = 128, draft_lag: int = 0) -> Choice:
+    def choose(self, horizon: int = 128, draft_lag: int = 0) -> Mode:
         """How to write the next tokens, `horizon` of which remain to be written at most."""
         if self.target_step.value is None:
             # The target's cost per token first (its first call also reads the prompt, so it takes two).
-            return self._set("target", 0, None)
+            return self._set("target", 0)
         predicted = self.predictions(horizon, draft_lag)
         if len(predicted) < 2:
             # Then the draft: speculative rounds measure its cost, the batch cost and the agreement.
-            return self._set("speculative", 2, None)
+            return self._set("speculative", 2)
         if (self.current is not None and self.current.policy.name == "target" and self.since_probe >= self.probe_every
                 and self.probe_cost(draft_lag) <= self.probe_budget * horizon * self.target_step.value):
             self.since_probe = 0
-            self.probe_every = min(self.probe_every * 2, 4096)
-            return Choice(POLICY_TABLE["speculative"], 2, None)  # a probe; `current` stays
+            self.probe_every = min(self.probe_every * 2, self.max_probe_every)
+            return Mode(POLICY_TABLE["speculative"], 2)  # a probe; `current` stays
         lossless = {key: v for key, v in predicted.items() if key[0] != "cascade"}
         best = min(lossless, key=lossless.get)
         # Cascade changes the text, so it must earn its place: clearly cheaper than the best lossless way.
@@ -133,17 +125,17 @@ class AutoTuner:
             key = (self.current.policy.name, self.current.k)
             if key in predicted and predicted[best] > self.switch_margin * predicted[key]:
                 best = key
-        return self._set(best[0], best[1], predicted[best])
+        return self._set(*best)
 
     def probe_cost(self, draft_lag: int) -> float:
         """Seconds a probe spends first on the draft reading what it has missed."""
         per_token = self.draft_extra.value if self.draft_extra.value is not None else self.draft_step.value
         return draft_lag * per_token
 
-    def _set(self, name: str, k: int, predicted: float | None) -> Choice:
+    def _set(self, name: str, k: int) -> Mode:
         if self.current is None or (self.current.policy.name, self.current.k) != (name, k):
             self.since_probe = 0
             if name != "target":
                 self.probe_every = self.first_probe_after
-        self.current = Choice(POLICY_TABLE[name], k, predicted)
+        self.current = Mode(POLICY_TABLE[name], k)
         return self.current

@@ -9,55 +9,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .config import POLICIES, GenerationConfig, ModelConfig, limits
 from .engine import Engine
 from .events import Summary, TokenEvent
 from .models import ModelError, load_pair
+from .policies import POLICY_TABLE
+from .settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 
 RED, DIM_STRIKE, RESET = "\033[91m", "\033[2;9m", "\033[0m"
-
-
-def _flag(parser: argparse.ArgumentParser, name: str, cls: type, type_: type, dest: str | None = None) -> None:
-    meta = limits(cls, dest or name.lstrip("-").replace("-", "_"))
-    parser.add_argument(name, type=type_, default=meta["default"], dest=dest,
-                        help=f"{meta['help']} (default {meta['default']})")
-
-
-def model_config_from_args(args: argparse.Namespace) -> ModelConfig:
-    return ModelConfig(draft=args.draft, target=args.target, n_threads=args.n_threads, n_ctx=args.n_ctx,
-                       n_batch=args.n_batch)
-
-
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    model = ModelConfig()
-    parser.add_argument("--draft", default=os.environ.get("CASCADE_DRAFT", model.draft),
-                        help="draft model: a .gguf path or repo_id/filename (env CASCADE_DRAFT)")
-    parser.add_argument("--target", default=os.environ.get("CASCADE_TARGET", model.target),
-                        help="target model: a .gguf path or repo_id/filename (env CASCADE_TARGET)")
-    _flag(parser, "--threads", ModelConfig, int, dest="n_threads")
-    _flag(parser, "--n-ctx", ModelConfig, int)
-    _flag(parser, "--n-batch", ModelConfig, int)
-
-
-def add_generation_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", choices=POLICIES, default=GenerationConfig.policy,
-                        help="who writes (default %(default)s)")
-    for name, type_ in (("--threshold", float), ("--rollback-threshold", float), ("--k", int),
-                        ("--max-tokens", int), ("--temperature", float), ("--top-p", float),
-                        ("--top-k", int), ("--seed", int)):
-        _flag(parser, name, GenerationConfig, type_)
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--chat", dest="chat", action="store_true", default=True,
-                      help="wrap the prompt in the model's chat template (default)")
-    mode.add_argument("--raw", dest="chat", action="store_false", help="continue the prompt as raw text")
-    parser.add_argument("--stop", action="append", default=[], help="stop after this string (repeatable)")
-
-
-def generation_config_from_args(args: argparse.Namespace) -> GenerationConfig:
-    return GenerationConfig(policy=args.policy, threshold=args.threshold,
-                            rollback_threshold=args.rollback_threshold, k=args.k, max_tokens=args.max_tokens,
-                            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-                            chat=args.chat, stop=tuple(args.stop))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--thresholds", type=float, nargs="+", default=[2, 3, 5, 10, 20],
                        help="cascade thresholds to try (default %(default)s)")
     bench.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], help="speculative k values to try")
-    bench.add_argument("--only", nargs="+", default=None, metavar="POLICY",
+    bench.add_argument("--only", nargs="+", default=None, metavar="POLICY", choices=list(POLICY_TABLE),
                        help="run only these policies (the target always runs: every figure is relative to it)")
     bench.add_argument("--no-seed", action="store_true", help="skip the seed's slow reference loop")
     bench.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's own speculative decoding")
@@ -98,8 +56,8 @@ def describe(summary: Summary) -> str:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    config = generation_config_from_args(args).validate()
-    pair = load_pair(model_config_from_args(args),
+    config = generation_config(args)
+    pair = load_pair(model_config(model_flags(args)),
                      progress=lambda msg: None if args.json else print(f"[{msg}]", file=sys.stderr))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ or "FORCE_COLOR" in os.environ
     out = sys.stdout
@@ -126,28 +84,27 @@ def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
-    from . import bench
+    from .bench import default_cases, report, run_bench
+    from .bench.peer import llama_cpp_peer
     from .examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
-    engine = Engine(load_pair(model_config_from_args(args), progress=lambda m: log(f"[{m}]")))
-    cases = bench.default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
+    engine = Engine(load_pair(model_config(model_flags(args)), progress=lambda m: log(f"[{m}]")))
+    cases = default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
     if args.only:
         cases = [c for c in cases if c.config.policy in args.only]
-    result = bench.run_bench(engine, examples, cases, args.max_tokens, log=log)
+    result = run_bench(engine, examples, cases, args.max_tokens, log=log)
     if not args.no_llama_cpp:
-        result["llama_cpp"] = bench.llama_cpp_peer(engine, examples, args.ks, args.max_tokens, log=log)
-    m = result["machine"]
-    print(f"{m['draft']} -> {m['target']}; {m['threads']} threads on {m['cores']} cores ({m['cpu']}); "
-          f"{len(examples)} prompts, {args.max_tokens} tokens each\n")
-    print(bench.markdown_table(result))
+        result.llama_cpp = llama_cpp_peer(engine.pair, examples, args.ks, args.max_tokens, log=log)
+    print(report.headline(result, len(examples), args.max_tokens) + "\n")
+    print(report.markdown_table(result))
     print()
-    print(bench.costs_table(result))
+    print(report.costs_table(result))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        args.json.write_text(json.dumps(result.to_dict(), indent=1))
     if args.html:
-        bench.chart_html(result, args.html)
+        report.chart_html(result, args.html)
     return 0
 
 

@@ -1,7 +1,9 @@
 """Every default in one place, with the reason for it.
 
 The command line's flags and the page's controls read their defaults, ranges and help text from the
-field metadata here, so a default is changed once and everywhere.
+field metadata here, so a default is changed once and everywhere. `GenerationConfig.validate` is the one
+place a setting is judged; `GenerationConfig.parse` turns loosely typed values (a page's controls, a
+link's query string) into a config through it.
 """
 
 from __future__ import annotations
@@ -10,17 +12,18 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
+
+from .policies import POLICIES
 
 # The seed's pair: official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
 
-POLICIES = ("target", "draft", "cascade", "bild", "speculative", "auto", "seed")
-
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:
-    """A dataclass field whose metadata carries help text and an allowed range (min, max)."""
+    """A dataclass field whose metadata carries help text, an allowed range (min, max) and, for the
+    model settings, the environment variable and flag that set it."""
     return field(default=default, metadata={"help": help, **limits})
 
 
@@ -28,14 +31,18 @@ def _opt(default: Any, help: str, **limits: Any) -> Any:
 class ModelConfig:
     """How the two models are found and loaded: settled once per process."""
 
-    draft: str = _opt(DEFAULT_DRAFT, "draft model: a local .gguf path or repo_id/filename on the Hub")
-    target: str = _opt(DEFAULT_TARGET, "target model: a local .gguf path or repo_id/filename on the Hub")
+    draft: str = _opt(DEFAULT_DRAFT, "draft model: a local .gguf path or repo_id/filename on the Hub",
+                      env="CASCADE_DRAFT", flag="--draft")
+    target: str = _opt(DEFAULT_TARGET, "target model: a local .gguf path or repo_id/filename on the Hub",
+                       env="CASCADE_TARGET", flag="--target")
     # Both models run one after the other, never at once, so each may use every core.
-    n_threads: int = _opt(os.cpu_count() or 1, "CPU threads per model", min=1, max=256)
+    n_threads: int = _opt(os.cpu_count() or 1, "CPU threads per model", min=1, max=256,
+                          env="CASCADE_THREADS", flag="--threads")
     # Qwen2.5 is trained for 32k; 4096 holds a long chat turn and keeps the KV cache small.
-    n_ctx: int = _opt(4096, "context size in tokens (prompt plus output)", min=64, max=32768)
+    n_ctx: int = _opt(4096, "context size in tokens (prompt plus output)", min=64, max=32768,
+                      env="CASCADE_N_CTX", flag="--n-ctx")
     # Prompt processing is batched this many tokens at a time; verification batches are far smaller.
-    n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096)
+    n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096, env="CASCADE_N_BATCH", flag="--n-batch")
 
 
 @dataclass(frozen=True)
@@ -70,20 +77,61 @@ class GenerationConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
         for f in dataclasses.fields(self):
-            value, meta = getattr(self, f.name), f.metadata
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{f.name} must be a finite number, got {value}")
-            lo, hi = meta.get("min"), meta.get("max")
-            if lo is not None and value < lo or hi is not None and value > hi:
-                raise ValueError(f"{f.name} must be between {lo} and {hi}, got {value}")
-        if any(not s for s in self.stop):
+            _check_value(f, getattr(self, f.name))
+        if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
         return self
 
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], base: "GenerationConfig | None" = None) -> "GenerationConfig":
+        """A validated config from loosely typed values: numbers as numbers or text ("5", "0.7"), an
+        integral float for an integer setting; unnamed settings keep `base`'s values. ValueError names
+        the first bad one."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise ValueError(f"unknown setting {unknown[0]!r}")
+        typed = {name: _as_type(fields[name], value) for name, value in values.items()}
+        return dataclasses.replace(base or cls(), **typed).validate()
+
     def replace(self, **changes: Any) -> "GenerationConfig":
         return dataclasses.replace(self, **changes)
+
+
+def _check_value(f: dataclasses.Field, value: Any) -> None:
+    kind = type(f.default)
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{f.name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{f.name} must be a finite number, got {value}")
+        if kind is int and value != int(value):
+            raise ValueError(f"{f.name} must be a whole number, got {value}")
+        lo, hi = f.metadata.get("min"), f.metadata.get("max")
+        if lo is not None and value < lo or hi is not None and value > hi:
+            raise ValueError(f"{f.name} must be between {lo:g} and {hi:g}, got {value:g}")
+    elif kind in (bool, str) and not isinstance(value, kind):
+        raise ValueError(f"{f.name} must be {'true or false' if kind is bool else 'text'}, got {value!r}")
+
+
+def _as_type(f: dataclasses.Field, value: Any) -> Any:
+    """The value converted to the field's type where that is unambiguous; otherwise unchanged, for
+    `validate` to refuse by name."""
+    kind = type(f.default)
+    if kind in (int, float) and isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return value
+    if kind is int and isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is bool and isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    if kind is tuple and isinstance(value, (list, str)):
+        return tuple(value) if isinstance(value, list) else (value,)
+    return value
 
 
 def limits(cls: type, name: str) -> dict[str, Any]:

@@ -59,6 +59,9 @@ class ModelStats:
     def __sub__(self, other: "ModelStats") -> "ModelStats":
         return ModelStats(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
+    def __add__(self, other: "ModelStats") -> "ModelStats":
+        return ModelStats(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -77,6 +80,7 @@ class Summary:
     draft: ModelStats
     target: ModelStats
     modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
+    first_token_s: float | None = None  # when the output's first token came (reading the prompt included)
 
     @property
     def target_share(self) -> float:
@@ -92,6 +96,13 @@ class Summary:
         return self.n_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
+    def writing_tokens_per_s(self) -> float | None:
+        """Tokens/s after the first token: the speed of writing, with reading the prompt taken off."""
+        if self.n_tokens < 2 or self.first_token_s is None or self.wall_s <= self.first_token_s:
+            return None
+        return (self.n_tokens - 1) / (self.wall_s - self.first_token_s)
+
+    @property
     def overhead_s(self) -> float:
         """Wall time spent outside both models: our own bookkeeping."""
         return max(0.0, self.wall_s - self.draft.seconds - self.target.seconds)
@@ -99,7 +110,8 @@ class Summary:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.update(target_share=self.target_share, acceptance_rate=self.acceptance_rate,
-                 tokens_per_s=self.tokens_per_s, overhead_s=self.overhead_s)
+                 tokens_per_s=self.tokens_per_s, writing_tokens_per_s=self.writing_tokens_per_s,
+                 overhead_s=self.overhead_s)
         return d
 
 

@@ -7,7 +7,6 @@ download is never mistaken for a whole file) and read from its cache afterwards.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +18,6 @@ from .config import ModelConfig
 from .runner import ModelRunner
 
 GGUF_MAGIC = b"GGUF"
-# The seed's models keep logits for every position (n_ctx x n_vocab floats, 622 MB each at 1024):
-# its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
-SEED_N_CTX = 1024
 # llama.cpp's own speculative example lets the vocabularies differ by this many (padding) tokens.
 MAX_VOCAB_SIZE_DIFFERENCE = 128
 
@@ -139,7 +135,7 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
 
 # ---- the pair -------------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)  # a pair is itself: compared and hashed by identity
 class ModelPair:
     """Both models, their cache cursors, and the lock that lets only one generation use them at once."""
 
@@ -149,7 +145,6 @@ class ModelPair:
     target_path: Path
     config: ModelConfig
     lock: threading.Lock = field(default_factory=threading.Lock)
-    _seed_models: tuple[llama_cpp.Llama, llama_cpp.Llama] | None = None
 
     @property
     def n_vocab(self) -> int:
@@ -157,23 +152,6 @@ class ModelPair:
 
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))
-
-    def seed_models(self) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
-        """Second copies with logits_all=True, as the seed's loop needs (`logprobs` requires it).
-
-        Loaded only when the `seed` baseline runs; the weights are memory-mapped, so the copies share
-        pages with the main models and cost mostly their own caches.
-        """
-        if self._seed_models is None:
-            config = dataclasses.replace(self.config, n_ctx=min(self.config.n_ctx, SEED_N_CTX))
-            self._seed_models = (
-                load_model(self.draft_path, config, "draft", logits_all=True),
-                load_model(self.target_path, config, "target", logits_all=True),
-            )
-        return self._seed_models
-
-    def release_seed_models(self) -> None:
-        self._seed_models = None
 
 
 def load_pair(config: ModelConfig, progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:

@@ -33,14 +33,19 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return x - logsumexp(x)
 
 
-def token_logprob(logits: np.ndarray, token: int, lse: float | None = None) -> float:
-    """log p(token) under softmax(logits); pass `lse` when it is already known."""
-    return float(logits[token]) - (logsumexp(logits) if lse is None else lse)
+def token_logprob(logits: np.ndarray, token: int) -> float:
+    """log p(token) under softmax(logits)."""
+    return float(logits[token]) - logsumexp(logits)
 
 
 def perplexity(logprob: float) -> float:
     """exp(-logprob): 1 for a certain token, 1/p in general."""
     return math.exp(-logprob) if logprob > -700 else math.inf
+
+
+def token_perplexity(logits: np.ndarray, token: int) -> float:
+    """How unsure a model whose next-token scores are `logits` is of `token`: exp(-log p(token))."""
+    return perplexity(token_logprob(logits, token))
 
 
 def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:

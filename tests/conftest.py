@@ -7,27 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from cascade import Engine, GenerationConfig, ModelConfig, load_pair
-from cascade.events import Summary, TokenEvent
-
+from .helpers import engine_for
 from .toymodels import ToyModels, build_toy_models
 
 
 @pytest.fixture(scope="session")
 def toy(tmp_path_factory) -> ToyModels:
     return build_toy_models(tmp_path_factory.mktemp("toy-models"))
-
-
-_ENGINES: dict[tuple, Engine] = {}
-
-
-def engine_for(draft: Path, target: Path, **model_settings) -> Engine:
-    """One engine per model pair and settings for the whole session: loading is the slow part."""
-    key = (str(draft), str(target), tuple(sorted(model_settings.items())))
-    if key not in _ENGINES:
-        config = ModelConfig(draft=str(draft), target=str(target), **{"n_threads": 2, "n_ctx": 1024, **model_settings})
-        _ENGINES[key] = Engine(load_pair(config))
-    return _ENGINES[key]
 
 
 @pytest.fixture(scope="session")
@@ -38,17 +24,6 @@ def pair_engines(toy):
         "partly": engine_for(toy.small, toy.related),
         "rarely": engine_for(toy.small, toy.large),
     }
-
-
-def run(engine: Engine, prompt: str, **settings) -> tuple[list[TokenEvent], Summary]:
-    events = list(engine.generate(prompt, GenerationConfig(**settings)))
-    summary = events.pop()
-    assert isinstance(summary, Summary)
-    return events, summary
-
-
-def accepted_ids(events: list[TokenEvent]) -> list[int]:
-    return [e.token_id for e in events if e.accepted]
 
 
 @pytest.fixture(scope="session")

@@ -5,25 +5,37 @@ from __future__ import annotations
 import pytest
 
 from cascade.auto import AutoTuner
+from cascade.events import TokenEvent
 
-from .conftest import run
+from .helpers import run
 
 
 def tuner_with(d: float, t1: float, b: float, escalation: float, alpha: float) -> AutoTuner:
     tuner = AutoTuner()
     for _ in range(50):
-        tuner.observe_target_call(1, t1)
-        tuner.observe_target_call(5, t1 + 4 * b)
-        tuner.observe_draft_call(1, d)
-        tuner.observe_proposal(escalated=False)
+        tuner.model_called("target", 1, t1)
+        tuner.model_called("target", 5, t1 + 4 * b)
+        tuner.model_called("draft", 1, d)
+        tuner.proposed(doubtful=False)
     tuner.escalation.value, tuner.alpha.value = escalation, alpha
     return tuner
+
+
+def emitted() -> TokenEvent:
+    return TokenEvent(0, 1, "a", "target", "accepted", None, 1.0, 0.0)
+
+
+def test_a_long_prompt_read_does_not_count_as_a_verification_batch():
+    tuner = tuner_with(d=0.01, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
+    b = tuner.target_extra.value
+    tuner.model_called("target", 500, 0.5)  # the prompt: 1 ms a token, far cheaper than verifying
+    assert tuner.target_extra.value == b
 
 
 def test_first_it_measures_the_target_then_the_draft():
     tuner = AutoTuner()
     assert tuner.choose().policy.name == "target"
-    tuner.observe_target_call(1, 0.05)
+    tuner.model_called("target", 1, 0.05)
     choice = tuner.choose()
     assert choice.policy.name == "speculative" and choice.k == 2
 
@@ -57,7 +69,8 @@ def test_while_the_target_writes_alone_it_probes_the_draft_now_and_then():
     for _ in range(3 * tuner.probe_every):
         choice = tuner.choose(horizon=1000, draft_lag=10)
         names.append(choice.policy.name)
-        tuner.observe_emitted(1 if choice.policy.name == "target" else 3)
+        for _ in range(1 if choice.policy.name == "target" else 3):
+            tuner.told(emitted())
     probes = names.count("speculative")
     assert 2 <= probes <= 4  # about one per probe_every tokens: a few percent of the work
 

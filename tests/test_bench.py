@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .test_cli import cascade
+from .helpers import cascade
 
 
 def test_bench_reports_every_policy_against_the_target(toy, tmp_path):

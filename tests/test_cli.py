@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from .fakehub import FakeHub
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cascade", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, cwd=ROOT)
-
-
-def json_lines(stdout: str) -> tuple[list[dict], dict]:
-    records = [json.loads(line) for line in stdout.splitlines()]
-    assert "summary" in records[-1]
-    return records[:-1], records[-1]["summary"]
-
+from .helpers import cascade, json_lines
 
 @pytest.mark.parametrize("policy", ["target", "draft", "cascade", "bild", "speculative", "seed"])
 def test_generate_json_contract(toy, policy):

@@ -16,9 +16,8 @@ import pytest
 
 from cascade import Engine, GenerationConfig, ModelConfig, ModelError, PromptError, load_pair
 
-from .conftest import run
 from .fakehub import FakeHub
-from .test_cli import ROOT, cascade
+from .helpers import ROOT, cascade, run
 
 NORMAL = dict(policy="speculative", threshold=4.0, k=3, max_tokens=24, temperature=0.8, seed=7, chat=True)
 PROMPT = "My name is A"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from cascade import GenerationConfig, PromptError
 
-from .conftest import accepted_ids, run
+from .helpers import accepted_ids, run
 
 prompts = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from(list("🐱猫é\u202eא ")),
@@ -27,7 +27,7 @@ configs = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=prompts, config=configs)
 def test_engine_invariants(pair_engines, prompt, config):
     engine = pair_engines["partly"]

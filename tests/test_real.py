@@ -15,7 +15,7 @@ import pytest
 
 from cascade import Engine, ModelConfig, load_pair
 
-from .conftest import accepted_ids, run
+from .helpers import accepted_ids, run
 
 pytestmark = pytest.mark.real
 

@@ -54,15 +54,40 @@ def test_draw_follows_the_distribution():
     np.testing.assert_allclose(counts, p, atol=0.015)
 
 
+def _random_distribution(rng: np.random.Generator, n: int, zeros: int) -> np.ndarray:
+    p = rng.dirichlet(np.ones(n))
+    p[rng.choice(n, zeros, replace=False)] = 0.0
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_rejection_sampling_is_exactly_the_target_distribution(case):
+    """Speculative sampling's output, computed exactly: a draft token x (drawn from q) is kept with
+    probability min(1, p/q), so min(p, q) of the mass is kept; the rest is drawn from the residual.
+    Together that is p, to rounding."""
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(2, 40))
+    p, q = _random_distribution(rng, n, rng.integers(0, n // 2)), _random_distribution(rng, n, rng.integers(0, n // 2))
+    kept = np.minimum(p, q)
+    np.testing.assert_allclose(kept + (1 - kept.sum()) * S.residual(p, q), p, atol=1e-12)
+
+
+@pytest.mark.parametrize("p_token, q_token", [(0.2, 0.5), (0.5, 0.2), (0.3, 0.3), (0.0, 0.4)])
+def test_a_draft_token_is_kept_with_probability_min_1_p_over_q(p_token, q_token):
+    u = (np.arange(100_000) + 0.5) / 100_000  # uniform draws, evenly spread
+    kept = np.mean([S.accept_draft(p_token, q_token, x) for x in u])
+    assert kept == pytest.approx(min(1.0, p_token / q_token), abs=1e-4)
+
+
 def test_rejection_sampling_reproduces_the_target_distribution():
     rng = np.random.default_rng(3)
     p = np.array([0.6, 0.1, 0.2, 0.1])
     q = np.array([0.1, 0.5, 0.1, 0.3])
     out = []
-    for _ in range(40000):
+    for _ in range(10000):
         x = S.draw(q, rng)
         out.append(x if S.accept_draft(p[x], q[x], rng.random()) else S.draw(S.residual(p, q), rng))
-    np.testing.assert_allclose(np.bincount(out, minlength=4) / len(out), p, atol=0.01)
+    np.testing.assert_allclose(np.bincount(out, minlength=4) / len(out), p, atol=0.02)
 
 
 def test_residual_falls_back_to_p_when_q_covers_it():

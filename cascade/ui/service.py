@@ -8,15 +8,15 @@ load is not remembered: the next request tries again (the Hub may be back).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
-from .config import GenerationConfig, ModelConfig
-from .engine import Engine
-from .models import ModelError, ModelPair, load_pair, parse_model_spec
+from ..config import GenerationConfig, ModelConfig
+from ..engine import Engine
+from ..models import ModelError, ModelPair, load_pair, parse_model_spec
+from ..settings import model_config
 
 log = logging.getLogger(__name__)
 
@@ -26,23 +26,6 @@ HOW_TO_POINT_AT_LOCAL_FILES = (
     "To use model files already on this machine, whoever runs the page can set CASCADE_DRAFT and "
     "CASCADE_TARGET to two .gguf files (or pass --draft and --target to app.py) and restart it."
 )
-
-
-def model_config(draft: str | None = None, target: str | None = None, n_threads: int | None = None,
-                 n_ctx: int | None = None, env: Mapping[str, str] = os.environ) -> ModelConfig:
-    """A flag's value wins over the environment variable, which wins over the library's default."""
-    default = ModelConfig()
-
-    def pick(flag, name, cast, fallback):
-        if flag is not None:
-            return cast(flag)
-        value = env.get(name, "").strip()
-        return cast(value) if value else fallback
-
-    return ModelConfig(draft=pick(draft, "CASCADE_DRAFT", str, default.draft),
-                       target=pick(target, "CASCADE_TARGET", str, default.target),
-                       n_threads=pick(n_threads, "CASCADE_THREADS", int, default.n_threads),
-                       n_ctx=pick(n_ctx, "CASCADE_N_CTX", int, default.n_ctx))
 
 
 class EngineService:
@@ -112,8 +95,9 @@ def hide_paths(message: str) -> str:
     return _PATH.sub(lambda m: m.group(1), message)
 
 
-def public_message(error: Exception) -> str:
+SERVER_TROUBLE = "Something went wrong on the server; whoever runs the page can find the details in its log."
+
+
+def public_message(error: ModelError) -> str:
     """What a visitor is told when the models cannot be used: what went wrong, and what to do."""
-    if isinstance(error, ModelError):
-        return f"The models could not be loaded: {hide_paths(str(error)).rstrip('.')}. {HOW_TO_POINT_AT_LOCAL_FILES}"
-    return "Something went wrong on the server; whoever runs the page can find the details in its log."
+    return f"The models could not be loaded: {hide_paths(str(error)).rstrip('.')}. {HOW_TO_POINT_AT_LOCAL_FILES}"

@@ -2,7 +2,7 @@
 
 Every policy's speed is set by three numbers: the draft's cost per token (one decode each), the
 target's cost for one token, and the target's cost for a batch of n tokens. `measure_costs` times
-them on the loaded pair; `Bounds` turns them into the best speed each policy could reach.
+them on the loaded pair; the formulas of `costmodel` turn them into the best speed each policy could reach.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .models import ModelPair
-from .runner import ModelRunner
+from ..costmodel import cascade_cost, speculative_cost
+from ..models import ModelPair
+from ..runner import ModelRunner
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
 
@@ -32,36 +33,22 @@ class Costs:
             return self.target_batch_s[sizes[-1]] * n / sizes[-1]
         return float(np.interp(n, sizes, [self.target_batch_s[s] for s in sizes]))
 
+    def target_extra_s(self) -> float:
+        """The target's cost for each further token of a call (from 1 to 16 tokens)."""
+        return (self.target_batch(16) - self.target_step_s) / 15
+
     def speculative_s_per_token(self, k: int, alpha: float) -> float:
         """Expected seconds per emitted token of greedy speculative decoding with k drafts and a
-        per-token acceptance rate alpha (Leviathan et al.: (1 - a^(k+1)) / (1 - a) tokens per round)."""
-        emitted = (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
-        return (k * self.draft_step_s + self.target_batch(k + 1)) / emitted
+        per-token acceptance rate alpha."""
+        return speculative_cost(self.draft_step_s, self.target_batch(k + 1), k, alpha)
 
     def cascade_s_per_token(self, escalation_rate: float, horizon: int) -> float:
-        """Expected seconds per token of cascade over `horizon` tokens: a draft step for each, and for
-        each escalation one target call that catches up on the tokens since the last (see
-        `cascade_cost`)."""
-        b = (self.target_batch(16) - self.target_step_s) / 15
-        return cascade_cost(self.draft_step_s, self.target_step_s, b, escalation_rate, horizon)
+        """Expected seconds per token of cascade over `horizon` tokens (see `costmodel.cascade_cost`)."""
+        return cascade_cost(self.draft_step_s, self.target_step_s, self.target_extra_s(), escalation_rate, horizon)
 
     def to_dict(self) -> dict:
         return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,
                 "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s}
-
-
-def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float:
-    """Seconds per token of cascade: d per draft step, t1 + (n - 1)·b for a target call over n tokens.
-
-    Each escalation (a share e of tokens) costs one target call; every token is read by the target
-    once, in the catch-up at the next escalation, unless no escalation follows it before the text ends:
-    then the target never reads it. Over a horizon of R tokens that happens to a share
-    (1 - e)(1 - (1 - e)^R) / (eR) of them, which is why a rarely doubtful draft runs at its own speed.
-    """
-    if e <= 0:
-        return d
-    caught_up = 1 - (1 - e) * (1 - (1 - e) ** horizon) / (e * horizon)
-    return d + e * max(t1 - b, 0.0) + caught_up * b
 
 
 def _time_batches(runner: ModelRunner, context: list[int], sizes, repeats: int) -> dict[int, float]:
@@ -84,3 +71,31 @@ def measure_costs(pair: ModelPair, context: list[int], repeats: int = 5) -> Cost
         target = _time_batches(pair.target, context, BATCH_SIZES, repeats)
         draft = _time_batches(pair.draft, context, BATCH_SIZES, repeats)
     return Costs(draft_step_s=draft[1], target_step_s=target[1], target_batch_s=target, draft_batch_s=draft)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The best speeds the measured costs allow, as ratios to the target alone."""
+
+    cascade_at_share: dict[float, float]  # escalation share (evenly spread) -> ratio
+    speculative_best_case: dict[int, float]  # k -> ratio if every draft were accepted
+    speculative_at_measured_acceptance: dict[int, float]  # k -> ratio at the acceptance the bench saw
+
+    def to_dict(self) -> dict:
+        return {"cascade_at_share": {f"{s:.2f}": v for s, v in self.cascade_at_share.items()},
+                "speculative_best_case_k": {str(k): v for k, v in self.speculative_best_case.items()},
+                "speculative_at_measured_acceptance": {f"speculative k={k}": v for k, v in
+                                                       self.speculative_at_measured_acceptance.items()}}
+
+
+def bounds(costs: Costs, horizon: int, measured_acceptance: dict[int, float],
+           shares=(0.0, 0.05, 0.1, 0.2, 0.3), ks=(1, 2, 4, 8)) -> Bounds:
+    """What `costs` allow over texts of `horizon` tokens; `measured_acceptance` maps a speculative k to
+    the share of drafted tokens kept (an estimate of the per-token acceptance rate)."""
+    t1 = costs.target_step_s
+    return Bounds(
+        cascade_at_share={s: t1 / costs.cascade_s_per_token(s, horizon) for s in shares},
+        speculative_best_case={k: t1 / costs.speculative_s_per_token(k, 1.0) for k in ks},
+        speculative_at_measured_acceptance={k: t1 / costs.speculative_s_per_token(k, min(a, 0.999))
+                                            for k, a in measured_acceptance.items()},
+    )

@@ -9,14 +9,42 @@ else in this package works this way.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import weakref
 from typing import Iterator
 
-from .config import GenerationConfig
-from .events import Event, ModelStats, Summary, TokenEvent
-from .models import ModelPair
-from .prompt import PromptError, render_chat
+import llama_cpp
+
+from ..config import GenerationConfig
+from ..events import Event, ModelStats, Summary, TokenEvent
+from ..models import ModelPair, load_model
+from ..prompt import PromptError, render_chat
+
+# The seed's models keep logits for every position (n_ctx x n_vocab floats, 622 MB each at 1024):
+# its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
+SEED_N_CTX = 1024
+
+# The seed's own copies of each pair's models, while the pair lives and until released.
+_SEED_MODELS: "weakref.WeakKeyDictionary[ModelPair, tuple[llama_cpp.Llama, llama_cpp.Llama]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def seed_models(pair: ModelPair) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
+    """Second copies of the pair's models with logits_all=True, as the seed's loop needs (`logprobs`
+    requires it). Loaded when the baseline first runs; the weights are memory-mapped, so the copies
+    share pages with the pair's models and cost mostly their own caches."""
+    if pair not in _SEED_MODELS:
+        config = dataclasses.replace(pair.config, n_ctx=min(pair.config.n_ctx, SEED_N_CTX))
+        _SEED_MODELS[pair] = (load_model(pair.draft_path, config, "draft", logits_all=True),
+                              load_model(pair.target_path, config, "target", logits_all=True))
+    return _SEED_MODELS[pair]
+
+
+def release_seed_models(pair: ModelPair) -> None:
+    """Free the copies (their all-position logits are large) until the baseline runs again."""
+    _SEED_MODELS.pop(pair, None)
 
 
 def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float | None, str]:
@@ -32,12 +60,13 @@ def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float 
 def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Iterator[Event]:
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
-    small, large = pair.seed_models()
+    small, large = seed_models(pair)
     text = render_chat(large, prompt) if config.chat else prompt
     prompt_tokens = len(large.tokenize(text.encode("utf-8"), add_bos=False, special=True))
     generated, counts = "", {"draft": 0, "target": 0, "escalated": 0}
     draft_s = target_s = 0.0
     stop_reason = "max_tokens"
+    first_token_s = None
     t0 = time.perf_counter()
     for position in range(config.max_tokens):
         if prompt_tokens + position + 1 >= large.n_ctx():
@@ -61,6 +90,7 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
             break
         counts[source] += 1
         generated += piece
+        first_token_s = time.perf_counter() - t0 if first_token_s is None else first_token_s
         yield TokenEvent(position, -1, piece, source, "accepted", ppl if source == "draft" else None,
                          target_ppl, time.perf_counter() - t0)
         if any(s in generated for s in config.stop):
@@ -74,5 +104,5 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
         n_rolled_back=0, wall_s=time.perf_counter() - t0,
         # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
         draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
-        target=ModelStats(calls=counts["target"], seconds=target_s),
+        target=ModelStats(calls=counts["target"], seconds=target_s), first_token_s=first_token_s,
     )

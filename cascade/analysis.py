@@ -1,0 +1,100 @@
+"""Reading a run's events: who wrote each position, what the draft had proposed there, what-ifs.
+
+Pure functions on recorded `TokenEvent`s, shared by every view of a run (the page's text and chart,
+a saved run, the command line); nothing here draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterable, Sequence
+
+from .events import TokenEvent
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One position of the output: the token written there, and what the draft had proposed there.
+
+    `proposal` is the draft's own token at this position when the target wrote it instead (escalated,
+    rejected or rolled back); None where the draft's token was kept or the draft proposed nothing.
+    """
+
+    token: TokenEvent
+    proposal: TokenEvent | None
+
+    @property
+    def by_target(self) -> bool:
+        return self.token.source == "target"
+
+    @property
+    def routing_ppl(self) -> float | None:
+        """The draft's perplexity of its own choice here: the number the threshold is compared with.
+
+        None where the draft never scored a token of its own (the `target` policy, or the extra token
+        the target adds after accepting a whole speculative batch).
+        """
+        if not self.by_target:
+            return self.token.draft_ppl
+        return self.proposal.draft_ppl if self.proposal is not None else None
+
+    def would_escalate(self, threshold: float) -> bool | None:
+        """What-if: would the draft's recorded perplexity here send this position to the target?"""
+        ppl = self.routing_ppl
+        return None if ppl is None else ppl > threshold
+
+
+def slots(events: Iterable[TokenEvent]) -> list[Slot]:
+    """The accepted tokens in order, each paired with the draft's discarded proposal at its position.
+
+    A discarded draft token comes before the target's token for its position, so the latest discard
+    at that position since the previous accepted token is the draft's proposal there; discards at
+    later positions (the rest of a rejected speculative batch) are stale once a token is accepted.
+    """
+    out: list[Slot] = []
+    discarded: dict[int, TokenEvent] = {}
+    for event in events:
+        if not event.accepted:
+            discarded[event.position] = event
+            continue
+        proposal = discarded.get(event.position) if event.source == "target" else None
+        out.append(Slot(event, proposal))
+        discarded.clear()
+    return out
+
+
+@dataclass(frozen=True)
+class Routing:
+    """One run's events read once: its slots, and what-ifs over them at other thresholds."""
+
+    events: Sequence[TokenEvent]
+
+    @cached_property
+    def slots(self) -> list[Slot]:
+        return slots(self.events)
+
+    @cached_property
+    def slot_of(self) -> dict[int, Slot]:
+        """The slot of each accepted event, by the event's identity."""
+        return {id(s.token): s for s in self.slots}
+
+    @property
+    def has_whatif(self) -> bool:
+        """Whether the draft scored any position, so that another threshold could route differently."""
+        return any(s.routing_ppl is not None for s in self.slots)
+
+    @property
+    def n_by_target(self) -> int:
+        return sum(s.by_target for s in self.slots)
+
+    def whatif_threshold(self, run_threshold: float, threshold: float | None) -> float | None:
+        """The threshold to re-colour by: `threshold` if it differs from the run's and the run has
+        positions the draft scored; otherwise None (show the run as it happened)."""
+        asked = threshold is not None and threshold != run_threshold
+        return threshold if asked and self.has_whatif else None
+
+    def whatif_counts(self, threshold: float) -> tuple[int, int, int]:
+        """(positions that would go to the target, positions the draft scored, all positions)."""
+        verdicts = [s.would_escalate(threshold) for s in self.slots]
+        return sum(v is True for v in verdicts), sum(v is not None for v in verdicts), len(self.slots)

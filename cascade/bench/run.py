@@ -1,0 +1,162 @@
+"""Running every policy on the same loaded models and prompts, side by side.
+
+Speeds on a shared machine drift, so every figure is a ratio to the target alone measured in the
+same run, and the target is run before and after the other policies on each prompt. Each row keeps
+the sum of its runs' Summaries, so tokens/s, target share, acceptance and overhead are the Summary's
+own definitions, applied to the totals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from ..config import GenerationConfig
+from ..engine import Engine
+from ..events import ModelStats, Summary, TokenEvent
+from ..examples import Example
+from .costs import Bounds, Costs, bounds, measure_costs
+from .machine import Machine, describe_machine, rss_mb
+from .peer import PeerResult
+from .seed import release_seed_models
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    config: GenerationConfig
+
+
+def total(summaries: Sequence[Summary]) -> Summary:
+    """One Summary holding the sums of several runs' counts and times."""
+    first = summaries[0]
+    add = lambda name: sum(getattr(s, name) for s in summaries)  # noqa: E731
+    counts = ("prompt_tokens", "n_tokens", "n_draft_tokens", "n_target_tokens", "n_drafted", "n_escalated",
+              "n_rejected", "n_rolled_back", "wall_s")
+    return dataclasses.replace(
+        first, text="", stop_reason=first.stop_reason, **{name: add(name) for name in counts},
+        draft=sum((s.draft for s in summaries), ModelStats()), target=sum((s.target for s in summaries), ModelStats()),
+        modes={}, first_token_s=None)
+
+
+@dataclass
+class Row:
+    """One case over every prompt: its runs, and how far its text agreed with the target's."""
+
+    label: str
+    config: GenerationConfig
+    runs: list[Summary] = field(default_factory=list)
+    agree_tokens: int = 0  # positions equal to the target's own greedy text
+    ref_tokens: int = 0
+    same_text: int = 0
+    rss_mb: float = 0.0  # resident memory right after its runs (the largest over prompts)
+
+    def add(self, summary: Summary, tokens: list[int], reference: list[int]) -> None:
+        self.runs.append(summary)
+        self.agree_tokens += sum(a == b for a, b in zip(tokens, reference))
+        self.ref_tokens += max(len(tokens), len(reference))
+        self.same_text += tokens == reference
+        self.rss_mb = max(self.rss_mb, rss_mb())
+
+    @property
+    def total(self) -> Summary:
+        return total(self.runs)
+
+    @property
+    def agreement(self) -> float:
+        return self.agree_tokens / self.ref_tokens if self.ref_tokens else 0.0
+
+    @property
+    def writing_tokens_per_s(self) -> float | None:
+        """The mean over prompts of the speed after the first token (how llama.cpp reports "decoded")."""
+        speeds = [s.writing_tokens_per_s for s in self.runs if s.writing_tokens_per_s is not None]
+        return sum(speeds) / len(speeds) if speeds else None
+
+    def to_dict(self, target_tps: float) -> dict:
+        t = self.total
+        return {"label": self.label, "policy": self.config.policy, "k": self.config.k,
+                "threshold": self.config.threshold, "prompts": len(self.runs), "n_tokens": t.n_tokens,
+                "wall_s": t.wall_s, "target_tokens": t.n_target_tokens, "draft_tokens": t.n_draft_tokens,
+                "drafted": t.n_drafted, "tokens_per_s": t.tokens_per_s,
+                "speedup": t.tokens_per_s / target_tps if target_tps else None, "target_share": t.target_share,
+                "acceptance": t.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
+                "overhead": t.overhead_s / t.wall_s if t.wall_s else 0.0, "rss_mb": self.rss_mb,
+                "decode_tok_s": self.writing_tokens_per_s}
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    costs: Costs
+    bounds: Bounds
+    machine: Machine
+    llama_cpp: list[PeerResult] | None = None  # None: not run or not built
+
+    @property
+    def target(self) -> Row:
+        return self.rows[0]
+
+    def row(self, label: str) -> Row | None:
+        return next((r for r in self.rows if r.label == label), None)
+
+    def to_dict(self) -> dict:
+        target_tps = self.target.total.tokens_per_s
+        peer = ({"skipped": "llama-speculative-simple not built (scripts/build-llama-cpp-tools)"}
+                if self.llama_cpp is None else {str(p.k): p.to_dict() for p in self.llama_cpp})
+        return {"rows": [r.to_dict(target_tps) for r in self.rows], "costs": self.costs.to_dict(),
+                "bounds": self.bounds.to_dict(), "machine": self.machine.to_dict(), "llama_cpp": peer}
+
+
+def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 20),
+                  ks: Sequence[int] = (1, 2, 4, 8), seed_loop: bool = True) -> list[Case]:
+    base = GenerationConfig(max_tokens=max_tokens)
+    cases = [Case("draft", base.replace(policy="draft"))]
+    cases += [Case(f"cascade {t:g}", base.replace(policy="cascade", threshold=float(t))) for t in thresholds]
+    cases.append(Case("bild 5 / 20", base.replace(policy="bild", threshold=5.0, rollback_threshold=20.0)))
+    cases += [Case(f"speculative k={k}", base.replace(policy="speculative", k=k, threshold=1e6)) for k in ks]
+    cases.append(Case("auto", base.replace(policy="auto")))
+    if seed_loop:
+        # Last: its models hold logits for every position, and peak memory only ever grows.
+        cases.append(Case("seed (threshold 5)", base.replace(policy="seed", threshold=5.0)))
+    return cases
+
+
+def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tuple[Summary, list[int]]:
+    """One generation: its Summary and the tokens it wrote."""
+    tokens, summary = [], None
+    for event in engine.generate(example.prompt, config.replace(chat=example.chat)):
+        if isinstance(event, TokenEvent):
+            if event.accepted:
+                tokens.append(event.token_id)
+        else:
+            summary = event
+    return summary, tokens
+
+
+def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,
+              log: Log = print) -> BenchResult:
+    examples = list(examples)
+    target_config = GenerationConfig(policy="target", max_tokens=max_tokens)
+    rows = [Row("target", target_config)] + [Row(c.label, c.config) for c in cases]
+    # One short warm-up so first-call costs (page faults of the mmapped weights) land nowhere.
+    run_once(engine, examples[0], GenerationConfig(policy="speculative", max_tokens=4))
+    for example in examples:
+        log(f"prompt: {example.name}")
+        first, reference = run_once(engine, example, target_config)
+        rows[0].add(first, reference, reference)
+        for row in rows[1:]:
+            summary, tokens = run_once(engine, example, row.config)
+            row.add(summary, tokens, reference)
+            release_seed_models(engine.pair)
+            log(f"  {row.label:22s} {summary.tokens_per_s:6.2f} tok/s  {summary.n_tokens} tokens")
+        last, tokens = run_once(engine, example, target_config)
+        rows[0].add(last, tokens, reference)
+    costs = measure_costs(engine.pair, engine.encode(examples[0].prompt, examples[0].chat))
+    horizon = max(r.total.n_tokens // max(len(r.runs), 1) for r in rows)
+    measured_acceptance = {r.config.k: r.total.acceptance_rate for r in rows
+                           if r.config.policy == "speculative" and r.total.acceptance_rate}
+    return BenchResult(rows=rows, costs=costs, bounds=bounds(costs, horizon, measured_acceptance),
+                       machine=describe_machine(engine.pair))

@@ -1,0 +1,35 @@
+"""Expected seconds per token of each way of writing, from three per-call costs.
+
+d: the draft's cost for one token; t1: the target's cost for a call over one token; b: the target's
+cost for each further token of the same call. `auto` uses these to choose as it runs; the bench uses
+them to derive the best speed the measured costs allow. Pure functions, one definition each.
+"""
+
+from __future__ import annotations
+
+
+def tokens_per_round(k: int, alpha: float) -> float:
+    """Expected tokens a speculative round of k drafts emits when each draft is accepted with
+    probability alpha (Leviathan et al.): (1 - a^(k+1)) / (1 - a), k + 1 when every draft is kept."""
+    return (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
+
+
+def speculative_cost(d: float, target_call: float, k: int, alpha: float) -> float:
+    """Seconds per token of speculative decoding: k draft steps and one target call over k + 1 tokens
+    (`target_call`) per round, divided by the tokens a round emits."""
+    return (k * d + target_call) / tokens_per_round(k, alpha)
+
+
+def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float:
+    """Seconds per token of cascade: d per draft step, t1 + (n - 1)·b for a target call over n tokens.
+
+    Each escalation (a share e of tokens) costs one target call; every token is read by the target
+    once, in the catch-up at the next escalation, unless no escalation follows it before the text ends:
+    then the target never reads it. Over a horizon of R tokens that happens to a share
+    (1 - e)(1 - (1 - e)^R) / (eR) of them, which is why a rarely doubtful draft runs at its own speed.
+    """
+    if e <= 0:
+        return d
+    horizon = max(horizon, 1)
+    caught_up = 1 - (1 - e) * (1 - (1 - e) ** horizon) / (e * horizon)
+    return d + e * max(t1 - b, 0.0) + caught_up * b

@@ -1,0 +1,27 @@
+"""What the generation loop tells whoever watches it: one interface, every hook a no-op by default.
+
+The loop (`engine.py`) calls these at the moments the algorithm names; the `Recorder` counts what
+happened for the summary, and `auto`'s tuner (`auto.py`) learns the pair's costs from the same calls.
+"""
+
+from __future__ import annotations
+
+from .events import TokenEvent
+from .policies import Mode
+
+
+class Observer:
+    def round_started(self, mode: Mode) -> None:
+        """A round begins (a round ends when no drafted token waits for the target's check)."""
+
+    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
+        """`model` ("draft" or "target") evaluated `n_tokens` in one call taking `seconds`."""
+
+    def proposed(self, doubtful: bool) -> None:
+        """The draft sampled a token; `doubtful`: its perplexity is over the threshold."""
+
+    def checked(self, kept: int, looked_at: int) -> None:
+        """The target looked at `looked_at` drafted tokens in order and kept the first `kept`."""
+
+    def told(self, event: TokenEvent) -> None:
+        """An event for the caller: a token of the output, or a drafted token that was not kept."""

@@ -1,0 +1,52 @@
+"""Counting one generation as it runs, and its Summary at the end."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from .events import StopReason, Summary, TokenEvent
+from .observers import Observer
+from .policies import Mode
+from .runner import ModelRunner
+
+
+class Recorder(Observer):
+    """Counts tokens by who wrote them and by fate, rounds by mode, and the models' work since it began."""
+
+    def __init__(self, policy: str, draft: ModelRunner, target: ModelRunner, steered: bool = False) -> None:
+        self.policy, self.steered = policy, steered
+        self.runners = (draft, target)
+        self.start_stats = (draft.stats, target.stats)
+        self.t0 = time.perf_counter()
+        self.tokens: Counter[str] = Counter()  # accepted tokens by source; discarded ones by status
+        self.drafted = 0
+        self.modes: Counter[str] = Counter()
+        self.first_token_s: float | None = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def round_started(self, mode: Mode) -> None:
+        if self.steered:  # a fixed policy's rounds are all alike; auto's say what it chose
+            self.modes[mode.label] += 1
+
+    def proposed(self, doubtful: bool) -> None:
+        self.drafted += 1
+
+    def told(self, event: TokenEvent) -> None:
+        self.tokens[event.source if event.accepted else event.status] += 1
+        if event.accepted and self.first_token_s is None:
+            self.first_token_s = event.t
+
+    def summary(self, text: str, stop_reason: StopReason, prompt_tokens: int) -> Summary:
+        draft, target = self.runners
+        c = self.tokens
+        return Summary(
+            text=text, policy=self.policy, stop_reason=stop_reason, prompt_tokens=prompt_tokens,
+            n_tokens=c["draft"] + c["target"], n_draft_tokens=c["draft"], n_target_tokens=c["target"],
+            n_drafted=self.drafted, n_escalated=c["escalated"], n_rejected=c["rejected"],
+            n_rolled_back=c["rolled_back"], wall_s=self.elapsed(),
+            draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
+            modes=dict(self.modes), first_token_s=self.first_token_s,
+        )

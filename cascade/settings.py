@@ -1,0 +1,79 @@
+"""Reading settings: a flag wins over an environment variable, which wins over the config's default.
+
+The command line (`cli.py`) and the page's launcher (`app.py`) both build their flags here and resolve
+them with `model_config`, so `CASCADE_THREADS` means the same to both. Each flag's name, environment
+variable, help and range come from the config fields' metadata (`config.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import Any, Mapping
+
+from .config import GenerationConfig, ModelConfig
+from .policies import POLICY_TABLE
+
+
+def _model_fields() -> list[dataclasses.Field]:
+    return list(dataclasses.fields(ModelConfig))
+
+
+def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> ModelConfig:
+    """The models' settings: each field from its flag if given (not None), else its environment variable
+    if set and not blank, else the default. ValueError names a variable that is not a number."""
+    flags, env = flags or {}, os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for f in _model_fields():
+        flag_value = flags.get(f.name)
+        if flag_value is not None:
+            values[f.name] = flag_value
+            continue
+        raw = env.get(f.metadata["env"], "").strip()
+        if raw:
+            try:
+                values[f.name] = type(f.default)(raw)
+            except ValueError:
+                raise ValueError(f"{f.metadata['env']} must be a {type(f.default).__name__}, got {raw!r}") from None
+    return ModelConfig(**values)
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per ModelConfig field; left unset (None) so the environment can still speak."""
+    for f in _model_fields():
+        meta, default = f.metadata, f.default
+        parser.add_argument(meta["flag"], dest=f.name, type=type(default), default=None,
+                            help=f"{meta['help']} (env {meta['env']}; default {default})")
+
+
+def model_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {f.name: getattr(args, f.name, None) for f in _model_fields()}
+
+
+# GenerationConfig fields set otherwise than by a `--name value` flag.
+_SPECIAL = ("policy", "chat", "stop")
+
+
+def add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per GenerationConfig field, its default and range from the field's metadata."""
+    default = GenerationConfig()
+    parser.add_argument("--policy", choices=list(POLICY_TABLE), default=default.policy,
+                        help="who writes (default %(default)s): "
+                             + "; ".join(f"{p.name}: {p.description}" for p in POLICY_TABLE.values()))
+    for f in dataclasses.fields(GenerationConfig):
+        if f.name in _SPECIAL:
+            continue
+        meta = f.metadata
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(f.default), default=f.default,
+                            help=f"{meta['help']} (default {f.default:g}; {meta['min']:g} to {meta['max']:g})")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--chat", dest="chat", action="store_true", default=default.chat,
+                      help="wrap the prompt in the model's chat template (default)")
+    mode.add_argument("--raw", dest="chat", action="store_false", help="continue the prompt as raw text")
+    parser.add_argument("--stop", action="append", default=[], help="stop after this string (repeatable)")
+
+
+def generation_config(args: argparse.Namespace) -> GenerationConfig:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)}
+    return GenerationConfig(**{**values, "stop": tuple(values["stop"])}).validate()

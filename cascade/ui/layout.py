@@ -1,0 +1,151 @@
+"""The page's layout: the controls, the text and chart, the comparison, and the wiring of events.
+
+`build_demo(engine_provider)` returns the Blocks app; app.py launches it. Every control that sets a
+request is named after its `GenerationConfig` field and takes its range, default and help from there.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import gradio as gr
+
+from ..config import GenerationConfig, limits
+from ..examples import load_examples
+from ..policies import POLICY_TABLE
+from . import tokens
+from .handlers import (COMPARE_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, WHATIF_OUTPUTS,
+                       EngineProvider, make_compare, make_generate, stop, whatif)
+
+INTRO = """\
+# A small model writes, a big model steps in
+
+A small, fast language model writes the answer one **token** (a word or a piece of a word) at a time.
+Where it is unsure of its token, a bigger, slower model writes that token instead.
+Tokens the big model wrote are shown in <span style="color:#c62828;font-weight:600">red</span>;
+hover any token to see who wrote it and how sure each model was.
+"""
+
+HOW_TO_READ = """\
+### How to read this page
+- **Perplexity** says how unsure a model is of a token: 1 means certain, 5 means about as unsure as picking
+  among five equally likely words. The chart shows, for every token of the answer, the small model's
+  perplexity of the token *it* chose there (on a log scale), coloured by which model finally wrote it.
+- **The threshold** is the dashed line. Where the small model's perplexity is above it, the token goes to
+  the big model. A low threshold asks the big model more often (slower, closer to the big model's text);
+  a high one leaves more to the small model.
+- **What-if:** after a run, move the threshold slider. The text and the chart re-colour the recorded
+  tokens to show which ones *would* have gone to the big model at the new threshold. This re-reads the
+  numbers the run recorded; nothing is regenerated, so it cannot show how the text itself would change.
+  Press Generate to really run at that threshold.
+- **Struck-through** tokens (BiLD and speculative policies) were drafted by the small model, then
+  refused by the big model when it checked them. Where the small model was unsure and handed a token
+  over, its own proposal is not shown in the text; hover the red token to see it.
+- **Speed** is measured on the machine running this page, for this run; nothing here promises one.
+  "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
+  shows both measured speeds and where the two texts differ.
+"""
+
+
+def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None = None, step: float = 1,
+            info: str | None = None) -> gr.Slider:
+    """A slider for a GenerationConfig field: its default, its range (narrowed to what a visitor needs)
+    and its help."""
+    meta = limits(GenerationConfig, name)
+    return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
+                     maximum=min(meta["max"], hi) if hi is not None else meta["max"],
+                     value=meta["default"], step=step, label=label, info=info or meta["help"])
+
+
+def _settings_controls() -> dict[str, gr.components.Component]:
+    """The controls of every setting a visitor may change, by field name."""
+    seed_meta = limits(GenerationConfig, "seed")
+    controls = {
+        "policy": gr.Dropdown([(p.label, p.name) for p in POLICY_TABLE.values() if p.on_page],
+                              value=limits(GenerationConfig, "policy")["default"], label="Who writes"),
+        "threshold": _slider("threshold", "Threshold (perplexity)", lo=1.0, hi=100.0, step=0.1,
+                             info="Above this perplexity the small model hands a token to the big model. "
+                                  "Move it after a run to see a what-if."),
+    }
+    with gr.Accordion("More settings", open=False):
+        controls.update(
+            k=_slider("k", "k: tokens the small model drafts per check (speculative)"),
+            rollback_threshold=_slider("rollback_threshold", "Rollback threshold (bild)", hi=1000.0, step=0.5,
+                                       info="BiLD: when the big model checks the small model's recent tokens, "
+                                            "it rolls back from the first whose perplexity (to the big model) "
+                                            "is above this."),
+            bild_window=_slider("bild_window", "Most unchecked tokens (bild)"),
+            max_tokens=_slider("max_tokens", "Most tokens to write", lo=1, hi=1024),
+            temperature=_slider("temperature", "Temperature (0 = always the likeliest token)", step=0.05),
+            top_p=_slider("top_p", "Top-p (nucleus sampling; 1 keeps every token)", step=0.01),
+            top_k=_slider("top_k", "Top-k (0 keeps every token)", hi=200),
+            seed=gr.Number(value=seed_meta["default"], minimum=seed_meta["min"], maximum=seed_meta["max"],
+                           precision=0, label="Seed", info=seed_meta["help"]),
+        )
+    return controls
+
+
+def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None) -> gr.Blocks:
+    """The page. `engine_provider(progress)` returns the shared engine, loading it on first use."""
+    examples = load_examples()
+    with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
+        out: dict[str, gr.components.Component] = {"run": gr.State(None)}
+        gr.Markdown(INTRO)
+        models_md = gr.Markdown("")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=300):
+                inputs = {
+                    "prompt": gr.Textbox(label="Prompt", lines=4, placeholder="Ask something, or start a text…",
+                                         value=examples[0].prompt if examples else ""),
+                    "mode": gr.Radio([("Chat: the model answers", "chat"),
+                                      ("Raw: the model continues the text", "raw")],
+                                     value="chat" if limits(GenerationConfig, "chat")["default"] else "raw",
+                                     label="Mode"),
+                }
+                inputs.update(_settings_controls())
+                with gr.Row():
+                    generate_btn = gr.Button("Generate", variant="primary")
+                    stop_btn = gr.Button("Stop", variant="stop")
+                if examples:
+                    gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
+                                inputs=[inputs["prompt"], inputs["mode"]],
+                                example_labels=[e.name for e in examples], label="Examples")
+            with gr.Column(scale=5):
+                out["summary"] = gr.Markdown(label="Summary",
+                                             value="Press **Generate** to start. The first run loads the models, "
+                                                   "which can take a while (a download, the first time).",
+                                             elem_classes="cascade-summary")
+                with gr.Row(equal_height=False):
+                    out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.",
+                                                                    "info"), label="Answer",
+                                               elem_classes="cascade-text-box", min_width=320)
+                    out["chart"] = gr.Plot(label="Perplexity chart", show_label=False, elem_classes="cascade-chart",
+                                           min_width=320)
+                compare_btn = gr.Button("Compare with the big model alone", variant="secondary")
+                out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
+                with gr.Accordion("Plain text", open=False):
+                    out["plain_text"] = gr.Textbox(label="Plain text", lines=6, buttons=["copy"])
+                with gr.Accordion("Measured numbers (comparison)", open=False):
+                    out["numbers"] = gr.JSON(label="Measured numbers")
+        gr.Markdown(HOW_TO_READ)
+
+        def outputs(names):
+            return [out[name] for name in names]
+
+        # Unprocessed inputs: the handler's one validator (GenerationConfig) judges every value, whatever
+        # a browser or a script sends, and answers in words.
+        generating = generate_btn.click(
+            make_generate(engine_provider), inputs=[inputs[name] for name in GENERATE_INPUTS],
+            outputs=outputs(GENERATE_OUTPUTS), preprocess=False, api_name="generate", concurrency_limit=1,
+            concurrency_id="models", show_progress_on=[out["text_html"]])
+        comparing = compare_btn.click(
+            make_compare(engine_provider), inputs=[out["run"]], outputs=outputs(COMPARE_OUTPUTS),
+            api_name="compare", concurrency_limit=1, concurrency_id="models", show_progress_on=[out["compare_html"]])
+        stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS), cancels=[generating, comparing],
+                       queue=False, api_visibility="private")
+        inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"]], outputs=outputs(WHATIF_OUTPUTS),
+                                   queue=False, show_progress="hidden", trigger_mode="always_last",
+                                   api_visibility="private")
+        if describe_models is not None:
+            demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
+    return demo

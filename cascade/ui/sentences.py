@@ -1,0 +1,137 @@
+"""A run in sentences a non-programmer can read: the summary, a stopped run, and the comparison with
+the big model alone (measured speeds side by side, then where the two texts differ, word by word)."""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+from typing import Sequence
+
+from ..events import Summary, TokenEvent
+from .style import GREEN, RED, TEXT_STYLE
+
+_STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most tokens allowed",
+          "stop_string": "it wrote a stop string", "context_full": "the context was full",
+          "cancelled": "you pressed Stop"}
+
+
+def summary_sentence(summary: Summary) -> str:
+    """One line a non-programmer can read: how much the big model did, and the measured speed."""
+    n, t = summary.n_tokens, summary.n_target_tokens
+    speed = f"{summary.tokens_per_s:.1f} tokens/s"
+    if n == 0:
+        return f"No tokens were written · {summary.wall_s:.1f} s"
+    if summary.policy == "target":
+        return f"The big model wrote all {n} tokens by itself · {speed}"
+    if t == 0:
+        return f"0 of {n} tokens needed the big model · {speed}"
+    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model · {speed}"
+
+
+def summary_details(summary: Summary) -> str:
+    """The measured facts behind the sentence, in plain words."""
+    parts = [f"{summary.n_tokens} tokens in {summary.wall_s:.2f} s, measured on this machine (reading the "
+             f"prompt included); it stopped because {_STOPS.get(summary.stop_reason, summary.stop_reason)}."]
+    if summary.n_drafted:
+        kept = f"The small model proposed {summary.n_drafted} tokens and {summary.n_draft_tokens} were kept"
+        why = [f"{summary.n_escalated} it was unsure of" if summary.n_escalated else "",
+               f"{summary.n_rejected} the big model rejected" if summary.n_rejected else "",
+               f"{summary.n_rolled_back} the big model rolled back" if summary.n_rolled_back else ""]
+        why = [w for w in why if w]
+        parts.append(kept + (" (the others: " + ", ".join(why) + ")." if why else "."))
+    return " ".join(parts)
+
+
+def stopped_sentence(events: Sequence[TokenEvent]) -> str:
+    """The summary of a run the visitor stopped: no Summary came, so count what was streamed."""
+    accepted = [e for e in events if e.accepted]
+    n, t = len(accepted), sum(e.source == "target" for e in accepted)
+    if not accepted:
+        return "Stopped before the first token."
+    speed = n / accepted[-1].t if accepted[-1].t > 0 else 0.0
+    share = f" ({round(100 * t / n)}%)" if n else ""
+    return f"Stopped after {n} tokens · {t} of {n}{share} needed the big model · {speed:.1f} tokens/s until then"
+
+
+# ---- comparing with the target alone -------------------------------------------------------------
+
+def word_diff(a: str, b: str) -> list[tuple[str, str]]:
+    """Word-level differences from text `a` to text `b` as (op, text) pieces, op in equal/delete/insert.
+
+    Whitespace runs are pieces of their own, so the joined "equal"+"delete" pieces give `a` back and
+    "equal"+"insert" give `b`.
+    """
+    wa, wb = re.findall(r"\s+|\S+", a), re.findall(r"\s+|\S+", b)
+    pieces: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
+        if op == "equal":
+            pieces.append(("equal", "".join(wa[i1:i2])))
+            continue
+        if i2 > i1:
+            pieces.append(("delete", "".join(wa[i1:i2])))
+        if j2 > j1:
+            pieces.append(("insert", "".join(wb[j1:j2])))
+    return pieces
+
+
+def diff_html(a: str, b: str) -> str:
+    style = {"delete": f"color:{RED};text-decoration:line-through;background:rgba(198,40,40,.08)",
+             "insert": f"color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.10)"}
+    tag = {"delete": "del", "insert": "ins"}
+    out = []
+    for op, text in word_diff(a, b):
+        if op == "equal":
+            out.append(html.escape(text))
+        else:
+            out.append(f'<{tag[op]} class="diff-{op}" style="{style[op]}">{html.escape(text)}</{tag[op]}>')
+    return "".join(out)
+
+
+def _differing_words(a: str, b: str) -> int:
+    return sum(len(text.split()) for op, text in word_diff(a, b) if op != "equal")
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    """A small HTML table; the first row is the header. Cells are escaped."""
+    cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
+    body = "".join("<tr>" + "".join(f'<{tag} style="{cell}">{html.escape(c)}</{tag}>' for c in row) + "</tr>"
+                   for tag, row in (("th" if i == 0 else "td", row) for i, row in enumerate(rows)))
+    return f'<table style="border-collapse:collapse;margin-bottom:8px">{body}</table>'
+
+
+def compare_html(run: Summary, alone: Summary) -> str:
+    """This run and the target alone, side by side: measured speeds, then where the texts differ."""
+    ratio = run.tokens_per_s / alone.tokens_per_s if alone.tokens_per_s > 0 else None
+    if ratio is None:
+        verdict = "The big model alone wrote nothing, so there is no speed to compare."
+    elif ratio >= 1:
+        verdict = f"Measured just now, this run was {ratio:.2f}× as fast as the big model alone."
+    else:
+        verdict = (f"Measured just now, this run was slower than the big model alone "
+                   f"({ratio:.2f}× its speed): on this machine the small model's help cost more than it saved.")
+    lengths = sorted((run.n_tokens, alone.n_tokens))
+    if lengths[0] and lengths[1] > 1.5 * lengths[0]:
+        verdict += (f" The texts differ in length ({run.n_tokens} and {alone.n_tokens} tokens) and reading the "
+                    f"prompt weighs more on a short one: the writing speeds compare more fairly.")
+    speed = lambda v: f"{v:.1f} tokens/s" if v else "–"  # noqa: E731
+    table = _table([
+        ("", f"this run ({run.policy})", "big model alone"),
+        ("speed (from pressing Generate)", speed(run.tokens_per_s), speed(alone.tokens_per_s)),
+        ("writing speed (after the first token)", speed(run.writing_tokens_per_s), speed(alone.writing_tokens_per_s)),
+        ("tokens", str(run.n_tokens), str(alone.n_tokens)),
+        ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
+        ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}",
+         f"{alone.n_tokens} of {alone.n_tokens}"),
+    ])
+    if run.text == alone.text:
+        diff = "<p>The two texts are <b>identical</b>.</p>"
+    else:
+        n = _differing_words(run.text, alone.text)
+        diff = (f"<p>The texts differ ({n} words changed). "
+                f'<del style="color:{RED}">Struck through</del>: only in this run; '
+                f'<ins style="color:{GREEN}">underlined</ins>: only in the big model\'s text.</p>'
+                f'<div class="cascade-diff" style="{TEXT_STYLE}">{diff_html(run.text, alone.text)}</div>')
+    return (f'<div class="cascade-compare">{table}'
+            f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
+            f"work on it shifts both numbers.</p>{diff}</div>")

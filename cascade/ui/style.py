@@ -1,0 +1,43 @@
+"""The page's colours and the small formatting every view of a run shares."""
+
+from __future__ import annotations
+
+import math
+
+RED = "#c62828"  # the big model's tokens, in the text and on the chart
+BLUE = "#3f6fb5"  # the small model's points on the chart (its text stays plain)
+GREY = "#8a8a8a"
+GREEN = "#1b7a34"  # text only in the big model's version, in a comparison
+THRESHOLD_COLOUR = "#e07b00"
+
+SMALL, BIG = "the small model (draft)", "the big model (target)"
+
+TEXT_STYLE = ("white-space:pre-wrap;word-break:break-word;line-height:1.6;font-size:1.02em;"
+              "padding:10px 12px;border:1px solid rgba(128,128,128,.35);border-radius:8px;min-height:4em")
+
+
+def fmt_ppl(ppl: float | None) -> str:
+    if ppl is None:
+        return "not scored"
+    if not math.isfinite(ppl):
+        return "too large to show"
+    return f"{ppl:,.0f}" if ppl >= 100 else f"{ppl:.2f}" if ppl < 10 else f"{ppl:.1f}"
+
+
+def fmt_threshold(threshold: float) -> str:
+    return f"{threshold:g}"
+
+
+def visible(text: str) -> str:
+    """A token's text as a label: quoted, with newlines and tabs drawn so they can be seen."""
+    return "“" + text.replace("\n", "↵").replace("\t", "⇥") + "”"
+
+
+def whatif_words(ppl: float | None, threshold: float, verdict: bool | None) -> str:
+    """One line on what the what-if decided at a position whose draft perplexity was `ppl`."""
+    if verdict is None:
+        return "what-if: none here (the small model did not score this position)"
+    side = "above" if verdict else "not above"
+    who = "the big model" if verdict else "the small model"
+    return (f"what-if at threshold {fmt_threshold(threshold)}: the small model's perplexity "
+            f"{fmt_ppl(ppl)} is {side} it, so {who} would have written this position")

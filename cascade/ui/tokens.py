@@ -1,0 +1,141 @@
+"""The text of a run as HTML: one span per token, red where the big model wrote it, and its what-if.
+
+Pure functions from a run's `Routing` (its events, read once) to HTML strings; nothing here knows
+Gradio or runs a model. Everything a model wrote is untrusted text: it is escaped (`html.escape`)
+before it goes into HTML or into an attribute.
+"""
+
+from __future__ import annotations
+
+import html
+
+from ..analysis import Routing, Slot
+from ..events import TokenEvent
+from .style import BIG, GREY, RED, SMALL, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, whatif_words
+
+_STATUS_WORDS = {
+    "escalated": "was unsure of it (above the threshold), so the big model wrote this position",
+    "rejected": "the big model checked it and rejected it",
+    "rolled_back": "the big model checked it and rolled it back",
+}
+
+RED_STYLE = f"color:{RED};font-weight:600;background:rgba(198,40,40,.08);border-radius:3px"
+_WHATIF_RED_STYLE = RED_STYLE + f";text-decoration:underline dotted {RED}"
+_DISCARD_STYLE = f"color:{GREY};text-decoration:line-through;font-size:.92em"
+_NO_WHATIF_STYLE = f"color:{GREY}"
+
+
+def token_title(slot: Slot) -> str:
+    """The hover text of one output token: who wrote it and how sure each model was."""
+    t = slot.token
+    lines = [f"{visible(t.text)} at position {t.position}, written by {BIG if slot.by_target else SMALL}"]
+    if slot.by_target:
+        lines.append(f"big model's perplexity of this token: {fmt_ppl(t.target_ppl)}")
+        if t.draft_ppl is not None:
+            lines.append(f"small model's perplexity of this token: {fmt_ppl(t.draft_ppl)}")
+        if slot.proposal is not None:
+            p = slot.proposal
+            lines.append(f"the small model had proposed {visible(p.text)} (its perplexity {fmt_ppl(p.draft_ppl)}) "
+                         f"but {_STATUS_WORDS[p.status]}")
+        else:
+            lines.append("the small model proposed nothing here")
+    else:
+        lines.append(f"small model's perplexity of its own token: {fmt_ppl(t.draft_ppl)}")
+        if t.target_ppl is not None:
+            lines.append(f"big model's perplexity of it (it checked it): {fmt_ppl(t.target_ppl)}")
+    return "\n".join(lines)
+
+
+def _span(text: str, title: str, cls: str, style: str = "") -> str:
+    style_attr = f' style="{style}"' if style else ""
+    return f'<span class="{cls}" title="{html.escape(title)}"{style_attr}>{html.escape(text)}</span>'
+
+
+def _discarded(event: TokenEvent) -> str:
+    title = (f"{visible(event.text)}: drafted by the small model (perplexity {fmt_ppl(event.draft_ppl)}), "
+             f"then {'rejected' if event.status == 'rejected' else 'rolled back'} by the big model "
+             f"(its perplexity {fmt_ppl(event.target_ppl)}); not part of the text")
+    return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}">'
+            f"{html.escape(event.text)}</s>")
+
+
+def _whatif_look(slot: Slot, threshold: float) -> tuple[str, str, str]:
+    """(class, style, hover line) of a token re-coloured at a what-if threshold."""
+    verdict = slot.would_escalate(threshold)
+    words = whatif_words(slot.routing_ppl, threshold, verdict)
+    if verdict is None:
+        return "tok nowhatif", _NO_WHATIF_STYLE, words
+    return ("tok red whatif-target", _WHATIF_RED_STYLE, words) if verdict else ("tok whatif-draft", "", words)
+
+
+def tokens_html(routing: Routing, whatif: float | None = None) -> str:
+    """The generated text, one span per token, red where the target wrote it.
+
+    Rejected and rolled-back draft tokens stay in the text, struck through, where they were drafted.
+    Escalated draft tokens are not shown inline (a cascade escalates often and the text would become
+    hard to read): the red token that replaced one says in its hover what the draft had proposed.
+
+    With `whatif`, red instead marks the positions whose recorded draft perplexity is above that
+    threshold; positions the draft never scored are grey.
+    """
+    parts: list[str] = []
+    for event in routing.events:
+        if event.status in ("rejected", "rolled_back"):
+            parts.append(_discarded(event))
+            continue
+        if not event.accepted or not event.text:
+            continue  # escalated: told in the hover; empty: half a character, completed by the next token
+        slot = routing.slot_of[id(event)]
+        title = token_title(slot)
+        if whatif is None:
+            cls, style = ("tok red target", RED_STYLE) if slot.by_target else ("tok draft", "")
+        else:
+            cls, style, words = _whatif_look(slot, whatif)
+            title += "\n" + words
+        parts.append(_span(event.text, title, cls, style))
+    return "".join(parts)
+
+
+def legend_html(whatif: bool) -> str:
+    red = f'<span style="{RED_STYLE}">red</span>'
+    struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
+    if whatif:
+        return (f"{red} = <b>would</b> have gone to the big model at the what-if threshold · plain = would have "
+                f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
+                f"(the small model did not score it) · {struck} = refused by the big model in the real run")
+    return (f"{red} = written by the big model · plain = written by the small model · {struck} = drafted by "
+            f"the small model, then refused by the big model · hover a token for details")
+
+
+def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None) -> str:
+    """The whole text box: a legend, the what-if banner when the threshold differs from the run's,
+    and the tokens."""
+    whatif = routing.whatif_threshold(run_threshold, threshold)
+    banner = whatif_banner(routing, run_threshold, threshold) if threshold not in (None, run_threshold) else ""
+    body = tokens_html(routing, whatif=whatif)
+    return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}">'
+            f'<div class="legend" style="font-size:.85em;margin-bottom:6px">{legend_html(whatif is not None)}</div>'
+            f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
+
+
+def message_panel(message: str, kind: str = "info") -> str:
+    """A plain message in the text box's place: an error, or what to do first."""
+    colour = RED if kind == "error" else GREY
+    return (f'<div class="cascade-output cascade-message" data-kind="{kind}" style="{TEXT_STYLE};min-height:8em;'
+            f'border-color:{colour};color:{colour if kind == "error" else "inherit"}">{html.escape(message)}</div>')
+
+
+def whatif_banner(routing: Routing, run_threshold: float, threshold: float) -> str:
+    style = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
+             "background:rgba(255,170,0,.10);font-size:.92em")
+    if not routing.has_whatif:
+        text = ("No what-if for this run: the small model did not score these tokens (the big model wrote "
+                "them all). Generate with another policy to see one.")
+        return f'<div class="whatif-banner" style="{style}">{html.escape(text)}</div>'
+    would, scored, total = routing.whatif_counts(threshold)
+    text = (f"At threshold {fmt_threshold(threshold)} (this run used {fmt_threshold(run_threshold)}), "
+            f"{would} of {scored} tokens would have gone to the big model, against {routing.n_by_target} of "
+            f"{total} in the real run. This re-reads the perplexities the small model recorded in this run; "
+            f"nothing was regenerated, and after the first changed token a real run would write different "
+            f"text. Press Generate to run at this threshold.")
+    return f'<div class="whatif-banner" style="{style}"><b>What-if.</b> {html.escape(text)}</div>'

@@ -1,0 +1,119 @@
+"""Helpers the tests share: engines over toy models, running a request, the command line, the page.
+
+Fixtures live in conftest.py; everything a test imports by name lives here, so no test module imports
+from another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
+from cascade.events import Summary, TokenEvent  # noqa: E402
+from cascade.ui.handlers import GENERATE_INPUTS, request_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ---- engines and requests -------------------------------------------------------------------------
+
+_ENGINES: dict[tuple, Engine] = {}
+
+
+def engine_for(draft: Path, target: Path, **model_settings) -> Engine:
+    """One engine per model pair and settings for the whole session: loading is the slow part."""
+    key = (str(draft), str(target), tuple(sorted(model_settings.items())))
+    if key not in _ENGINES:
+        config = ModelConfig(draft=str(draft), target=str(target), **{"n_threads": 2, "n_ctx": 1024, **model_settings})
+        _ENGINES[key] = Engine(load_pair(config))
+    return _ENGINES[key]
+
+
+def run(engine: Engine, prompt: str, **settings) -> tuple[list[TokenEvent], Summary]:
+    """One request: its token events, and its Summary."""
+    events = list(engine.generate(prompt, GenerationConfig(**settings)))
+    summary = events.pop()
+    assert isinstance(summary, Summary)
+    return events, summary
+
+
+def accepted_ids(events: list[TokenEvent]) -> list[int]:
+    return [e.token_id for e in events if e.accepted]
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m cascade ARGS` in a new process, from the repository root."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cascade", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def json_lines(stdout: str) -> tuple[list[dict], dict]:
+    """`generate --json` output: the token events, and the summary."""
+    records = [json.loads(line) for line in stdout.splitlines()]
+    assert "summary" in records[-1]
+    return records[:-1], records[-1]["summary"]
+
+
+# ---- the page --------------------------------------------------------------------------------------
+
+# The page's defaults for a request, as a visitor who changes nothing but these would send them.
+PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
+                                  "threshold": 5.0, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
+                                  "max_tokens": 32, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": 0}
+
+
+def page_inputs(**changes: Any) -> tuple:
+    """The /generate endpoint's inputs in its order: the page's defaults with `changes`."""
+    unknown = set(changes) - set(GENERATE_INPUTS)
+    assert not unknown, f"not an input of the page: {unknown}"
+    values = {**PAGE_DEFAULTS, **changes}
+    return tuple(values[name] for name in GENERATE_INPUTS)
+
+
+def engine_text(engine: Engine, inputs: tuple) -> str:
+    """The text the engine writes for these page inputs, mapped to a request exactly as the page maps them."""
+    values = dict(zip(GENERATE_INPUTS, inputs))
+    prompt, mode = values.pop("prompt"), values.pop("mode")
+    events = list(engine.generate(prompt, request_config(mode, values)))
+    assert isinstance(events[-1], Summary)
+    return events[-1].text
+
+
+class SlowEngine:
+    """The engine, with a pause after each event: the stream then lasts long enough on any machine for
+    the page's throttled updates to show up more than once."""
+
+    def __init__(self, engine, pause_s: float = 0.02) -> None:
+        self.engine, self.pause_s = engine, pause_s
+
+    def generate(self, prompt, config):
+        for event in self.engine.generate(prompt, config):
+            yield event
+            time.sleep(self.pause_s)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(provider, describe=lambda: "toy models"):
+    """The page on a free local port, over `provider`; returns (demo, url). Close with demo.close()."""
+    from cascade.ui.layout import build_demo
+
+    demo = build_demo(provider, describe_models=describe)
+    _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                                     quiet=True)
+    return demo, url
