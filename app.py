@@ -14,23 +14,42 @@ from cascade.ui.layout import build_demo
 from cascade.ui.service import EngineService
 
 service = EngineService()
-demo = build_demo(service.engine, describe_models=service.describe)
+
+
+def page(workers: int):
+    """The page over the service's engines, `workers` requests at once (each leases its own engine)."""
+    return build_demo(service.lease, describe_models=service.describe, concurrency=workers)
+
+
+def workers_from_environment() -> int:
+    try:
+        return model_config().workers  # CASCADE_WORKERS
+    except ValueError:
+        return 1  # the first Generate then says which variable is wrong
+
+
+# Built at import, for a Space and for tools; --workers in main() builds it again.
+demo = page(workers_from_environment())
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Serve the cascade page.")
-    add_model_flags(parser)
+    add_model_flags(parser, page=True)
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1, or GRADIO_SERVER_NAME)")
     parser.add_argument("--port", type=int, help="port (default 7860, or GRADIO_SERVER_PORT)")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> None:
+    global demo
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request of the page to itself
-    service.configure(model_config(model_flags(args)))
-    # One generation at a time runs on the shared models (each handler also says so); others wait in line.
+    config = model_config(model_flags(args))
+    service.configure(config)
+    if config.workers != 1:
+        demo = page(config.workers)
+    # `workers` generations run at once, one per engine; other visitors wait in line.
     demo.queue(max_size=64).launch(server_name=args.host, server_port=args.port)
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .config import GenerationConfig, ModelConfig
 from .engine import Engine
 from .events import Summary, TokenEvent
 from .models import ModelError, load_pair
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="one JSON object per token event, then the summary")
     gen.add_argument("--show-discarded", action="store_true",
                      help="also print discarded draft tokens, struck through")
+    gen.add_argument("--save", type=Path, default=None, metavar="FILE",
+                     help="also keep the run in FILE: one HTML page that opens in any browser without a network "
+                          "(coloured text, chart, numbers, settings; the run's data embedded as JSON)")
     gen.add_argument("prompt", help="the prompt")
 
     bench = sub.add_parser("bench", help="run every policy on the same models and prompts, side by side")
@@ -57,11 +61,19 @@ def describe(summary: Summary) -> str:
 
 def run_generate(args: argparse.Namespace) -> int:
     config = generation_config(args)
-    pair = load_pair(model_config(model_flags(args)),
-                     progress=lambda msg: None if args.json else print(f"[{msg}]", file=sys.stderr))
+    if args.save is not None and not args.save.parent.is_dir():
+        raise ValueError(f"cannot save the run to {args.save}: its folder does not exist")
+    models = model_config(model_flags(args))
+    pair = load_pair(models, progress=lambda msg: None if args.json else print(f"[{msg}]", file=sys.stderr))
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ or "FORCE_COLOR" in os.environ
     out = sys.stdout
+    events: list[TokenEvent] = []
+    summary: Summary | None = None
     for event in Engine(pair).generate(args.prompt, config):
+        if isinstance(event, TokenEvent):
+            events.append(event)
+        else:
+            summary = event
         if args.json:
             record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -72,7 +84,24 @@ def run_generate(args: argparse.Namespace) -> int:
         else:
             out.write("\n")
             print(describe(event), file=sys.stderr)
+    if args.save is not None:
+        save_run(args.save, args.prompt, config, events, summary, models)
+        if not args.json:
+            print(f"[run saved to {args.save}]", file=sys.stderr)
     return 0
+
+
+def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
+             models: ModelConfig) -> None:
+    """Write the run as one self-contained HTML file (`cascade.ui.runfile`)."""
+    from .ui.runfile import machine_info, model_names, now, run_html
+
+    document = run_html(prompt, config, events, summary, models=model_names(models), machine=machine_info(models),
+                        created=now())
+    try:
+        path.write_text(document, encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot save the run to {path}: {e.strerror or e}") from None
 
 
 def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:

@@ -43,6 +43,30 @@ class ModelConfig:
                       env="CASCADE_N_CTX", flag="--n-ctx")
     # Prompt processing is batched this many tokens at a time; verification batches are far smaller.
     n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096, env="CASCADE_N_BATCH", flag="--n-batch")
+    # 0 runs on the CPU with any llama-cpp-python build; a GPU needs a build with CUDA or Metal, and
+    # then -1 offloads every layer.
+    n_gpu_layers: int = _opt(0, "layers of each model to offload to a GPU (-1: all)", min=-1, max=10000,
+                             env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
+    # The page only: engines loaded over the same memory-mapped files, one per running request. On a
+    # 2-core machine one is best (see README); more cores or a GPU can serve several visitors at once.
+    workers: int = _opt(1, "page: generations that run at once, each on its own engine", min=1, max=64,
+                        env="CASCADE_WORKERS", flag="--workers", page_only=True)
+
+
+    def validate(self) -> "ModelConfig":
+        """Raise ValueError naming the first setting out of its range; return self."""
+        for f in dataclasses.fields(self):
+            _check_value(f, getattr(self, f.name))
+        return self
+
+    @property
+    def device(self) -> str:
+        """Where the models run, in words."""
+        threads = f"CPU, {self.n_threads} threads"
+        if self.n_gpu_layers == 0:
+            return threads
+        layers = "all layers" if self.n_gpu_layers < 0 else f"{self.n_gpu_layers} layers"
+        return f"GPU ({layers} offloaded), {threads}"
 
 
 @dataclass(frozen=True)
@@ -98,6 +122,11 @@ class GenerationConfig:
         return dataclasses.replace(self, **changes)
 
 
+def _number(x: float) -> str:
+    """A number as a person would write it in a message: whole numbers whole, others as given."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
 def _check_value(f: dataclasses.Field, value: Any) -> None:
     kind = type(f.default)
     if kind in (int, float):
@@ -109,7 +138,7 @@ def _check_value(f: dataclasses.Field, value: Any) -> None:
             raise ValueError(f"{f.name} must be a whole number, got {value}")
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
         if lo is not None and value < lo or hi is not None and value > hi:
-            raise ValueError(f"{f.name} must be between {lo:g} and {hi:g}, got {value:g}")
+            raise ValueError(f"{f.name} must be between {_number(lo)} and {_number(hi)}, got {_number(value)}")
     elif kind in (bool, str) and not isinstance(value, kind):
         raise ValueError(f"{f.name} must be {'true or false' if kind is bool else 'text'}, got {value!r}")
 

@@ -91,7 +91,8 @@ class Generation:
         self.pending: list[Proposal] = []
         self.text = TextAssembler(config.stop)
         self.stop_reason: StopReason | None = None
-        self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None)
+        self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None,
+                                 device=pair.config.device)
         self.observers: list[Observer] = [self.recorder] + ([tuner] if tuner is not None else [])
 
     # ---- the loop ---------------------------------------------------------------------------------

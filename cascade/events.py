@@ -81,6 +81,7 @@ class Summary:
     target: ModelStats
     modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
     first_token_s: float | None = None  # when the output's first token came (reading the prompt included)
+    device: str = ""  # where the models ran, in words ("CPU, 2 threads")
 
     @property
     def target_share(self) -> float:

@@ -52,18 +52,44 @@ def resolve_model(spec: str, role: str = "model") -> Path:
     return _download(where, role)
 
 
+# How long a visitor waits to learn that the Hub cannot be reached: huggingface_hub itself retries a
+# failed first contact for about 23 s when the file is not cached yet.
+HUB_TIMEOUT_S = 5.0
+
+
+def _unreachable(hub: HubFile, role: str) -> ModelError:
+    return ModelError(
+        f"cannot fetch the {role} model {hub.repo_id}/{hub.filename}: the Hugging Face Hub is "
+        f"unreachable (or HF_HUB_OFFLINE is set) and the file is not in the local cache. "
+        f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead."
+    )
+
+
+def _check_hub_first(hub: HubFile, role: str) -> None:
+    """For a file not in the cache yet: one quick look at the Hub, without retries, so that an
+    unreachable Hub or a missing file is told within HUB_TIMEOUT_S."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(hub.repo_id, hub.filename), str):
+        return  # huggingface_hub answers from the cache at once
+    try:
+        get_hf_file_metadata(hf_hub_url(hub.repo_id, hub.filename), timeout=HUB_TIMEOUT_S)
+    except (RepositoryNotFoundError, EntryNotFoundError) as e:
+        raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
+    except Exception as e:  # noqa: BLE001 - connection errors differ by transfer library and version
+        raise _unreachable(hub, role) from e
+
+
 def _download(hub: HubFile, role: str) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
+    _check_hub_first(hub, role)
     try:
-        return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename))
+        return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename, etag_timeout=HUB_TIMEOUT_S))
     except LocalEntryNotFoundError as e:
-        raise ModelError(
-            f"cannot fetch the {role} model {hub.repo_id}/{hub.filename}: the Hugging Face Hub is "
-            f"unreachable (or HF_HUB_OFFLINE is set) and the file is not in the local cache. "
-            f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead."
-        ) from e
+        raise _unreachable(hub, role) from e
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
         raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
     except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
@@ -89,6 +115,7 @@ def load_model(path: Path, config: ModelConfig, role: str = "model", logits_all:
             n_ubatch=config.n_batch,
             n_threads=config.n_threads,
             n_threads_batch=config.n_threads,
+            n_gpu_layers=config.n_gpu_layers,
             logits_all=logits_all,
             verbose=False,
         )

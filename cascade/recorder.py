@@ -14,8 +14,9 @@ from .runner import ModelRunner
 class Recorder(Observer):
     """Counts tokens by who wrote them and by fate, rounds by mode, and the models' work since it began."""
 
-    def __init__(self, policy: str, draft: ModelRunner, target: ModelRunner, steered: bool = False) -> None:
-        self.policy, self.steered = policy, steered
+    def __init__(self, policy: str, draft: ModelRunner, target: ModelRunner, steered: bool = False,
+                 device: str = "") -> None:
+        self.policy, self.steered, self.device = policy, steered, device
         self.runners = (draft, target)
         self.start_stats = (draft.stats, target.stats)
         self.t0 = time.perf_counter()
@@ -48,5 +49,5 @@ class Recorder(Observer):
             n_drafted=self.drafted, n_escalated=c["escalated"], n_rejected=c["rejected"],
             n_rolled_back=c["rolled_back"], wall_s=self.elapsed(),
             draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
-            modes=dict(self.modes), first_token_s=self.first_token_s,
+            modes=dict(self.modes), first_token_s=self.first_token_s, device=self.device,
         )

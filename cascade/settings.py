@@ -35,14 +35,18 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
             try:
                 values[f.name] = type(f.default)(raw)
             except ValueError:
-                raise ValueError(f"{f.metadata['env']} must be a {type(f.default).__name__}, got {raw!r}") from None
-    return ModelConfig(**values)
+                kind = "a whole number" if type(f.default) is int else "text"
+                raise ValueError(f"{f.metadata['env']} must be {kind}, got {raw!r}") from None
+    return ModelConfig(**values).validate()
 
 
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per ModelConfig field; left unset (None) so the environment can still speak."""
+def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None:
+    """One flag per ModelConfig field (the page's own only when `page`); left unset (None) so the
+    environment can still speak."""
     for f in _model_fields():
         meta, default = f.metadata, f.default
+        if meta.get("page_only") and not page:
+            continue
         parser.add_argument(meta["flag"], dest=f.name, type=type(default), default=None,
                             help=f"{meta['help']} (env {meta['env']}; default {default})")
 

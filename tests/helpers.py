@@ -90,12 +90,23 @@ def engine_text(engine: Engine, inputs: tuple) -> str:
     return events[-1].text
 
 
-class SlowEngine:
+class WrappedEngine:
+    """An engine with its own `generate`, for tests; everything else (its `pair`, ...) is the wrapped one's."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def __getattr__(self, name: str):
+        return getattr(self.engine, name)
+
+
+class SlowEngine(WrappedEngine):
     """The engine, with a pause after each event: the stream then lasts long enough on any machine for
     the page's throttled updates to show up more than once."""
 
     def __init__(self, engine, pause_s: float = 0.02) -> None:
-        self.engine, self.pause_s = engine, pause_s
+        super().__init__(engine)
+        self.pause_s = pause_s
 
     def generate(self, prompt, config):
         for event in self.engine.generate(prompt, config):

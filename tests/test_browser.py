@@ -1,24 +1,25 @@
 """The page in a real browser: headless Chromium (Debian's package) driven by Playwright, on the toy models.
 
 It types a prompt, generates, and checks what a visitor sees: red tokens, a chart with one point per
-token and a threshold line, and a what-if re-colouring when the threshold moves. It leaves screenshots
-in artifacts/ (page.png, page-whatif.png).
+token and a threshold line, and a what-if re-colouring when the threshold moves; and that the controls
+under "More settings" start at the config's defaults and reach the request. It leaves screenshots in
+artifacts/ (page.png, page-whatif.png).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import socket
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from cascade.page import build_demo  # noqa: E402
+from cascade import GenerationConfig  # noqa: E402
+from cascade.config import limits  # noqa: E402
 
-from .conftest import engine_for  # noqa: E402
+from .helpers import engine_for, serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -53,11 +54,7 @@ def browser():
 @pytest.fixture(scope="module")
 def page_url(toy):
     engine = engine_for(toy.small, toy.related)
-    demo = build_demo(lambda progress: engine, describe_models=lambda: "toy models")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo, url = serve(lambda progress: engine)
     yield url
     demo.close()
 
@@ -106,4 +103,38 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
     assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [RUN_THRESHOLD, WHATIF_THRESHOLD]
     page.screenshot(path=str(ARTIFACTS / "page-whatif.png"), full_page=True)
+    page.close()
+
+
+# The controls under "More settings", by label, and the GenerationConfig field each sets.
+MORE_SETTINGS = {
+    "k: tokens the small model drafts per check (speculative)": "k",
+    "Rollback threshold (bild)": "rollback_threshold",
+    "Most unchecked tokens (bild)": "bild_window",
+    "Most tokens to write": "max_tokens",
+    "Temperature (0 = always the likeliest token)": "temperature",
+    "Top-p (nucleus sampling; 1 keeps every token)": "top_p",
+    "Top-k (0 keeps every token)": "top_k",
+}
+
+
+def test_more_settings_start_at_the_configs_defaults_and_reach_the_request(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_text("More settings").click()
+    for label, name in MORE_SETTINGS.items():
+        shown = page.get_by_label(f"number input for {label}").input_value()
+        assert float(shown) == limits(GenerationConfig, name)["default"], label
+    assert int(page.get_by_label("Seed").input_value()) == limits(GenerationConfig, "seed")["default"]
+
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label("Raw: the model continues the text").check()
+    most = page.get_by_label("number input for Most tokens to write")
+    most.fill("5")
+    most.press("Enter")
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary').innerText)",
+                           timeout=60_000)
+    summary = page.inner_text(".cascade-summary")
+    assert re.search(r"\b5 tokens\b", summary) and "the most tokens allowed" in summary, summary
     page.close()

@@ -8,11 +8,7 @@ the next generation identical to a fresh process's. Run with -s to see the figur
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from gradio_client import Client
 
 from cascade.events import Summary
-from cascade.page import generation_config
+from cascade.ui.handlers import GENERATE_INPUTS
 
-from .conftest import engine_for
-from .test_page import ROOT, SlowEngine, serve
+from .helpers import SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines, page_inputs, serve
 
 PROMPTS = (
     "The cat sat on the mat",
@@ -38,26 +33,17 @@ PROMPTS = (
 POLICIES = ("cascade", "target", "draft", "bild", "speculative")  # `auto` learns across requests: see below
 
 
-def page_inputs(prompt: str, *, mode: str = "raw", policy: str = "cascade", threshold: float = 5.0, k: int = 4,
-                max_tokens: int = 32, temperature: float = 0.0, seed: int = 0) -> tuple:
-    """The /generate endpoint's inputs, in its order."""
-    return prompt, mode, policy, threshold, k, max_tokens, temperature, seed
+def with_policy(inputs: tuple, policy: str) -> tuple:
+    """The same page inputs with another policy."""
+    return page_inputs(**{**dict(zip(GENERATE_INPUTS, inputs)), "policy": policy})
 
 
-def alone(engine, inputs: tuple) -> str:
-    """The text the engine writes for these page inputs, mapped to a request exactly as the page maps them."""
-    prompt, mode, policy, threshold, k, max_tokens, temperature, seed = inputs
-    events = list(engine.generate(prompt, generation_config(policy, threshold, k, max_tokens, temperature, seed,
-                                                            mode)))
-    assert isinstance(events[-1], Summary)
-    return events[-1].text
-
-
-class CountingEngine:
+class CountingEngine(WrappedEngine):
     """The engine, counting the generations the page started and the ones that reached their Summary."""
 
     def __init__(self, engine) -> None:
-        self.engine, self.started, self.finished = engine, 0, 0
+        super().__init__(engine)
+        self.started, self.finished = 0, 0
         self._lock = threading.Lock()
 
     def generate(self, prompt, config):
@@ -81,9 +67,11 @@ def session_request(i: int, j: int) -> tuple:
     `auto` is left out: what it learns carries over between requests, so its text depends on what ran
     before it, which is by design and not cross-talk."""
     sampled = (i + j) % 2 == 1
-    return page_inputs(PROMPTS[(i + 3 * j) % len(PROMPTS)], mode="chat" if i % 3 == 0 else "raw",
+    return page_inputs(prompt=PROMPTS[(i + 3 * j) % len(PROMPTS)], mode="chat" if i % 3 == 0 else "raw",
                        policy=POLICIES[(i + j) % len(POLICIES)], threshold=(3.0, 5.0, 10.0)[j], k=1 + i % 4,
-                       max_tokens=20 + 4 * j, temperature=0.8 if sampled else 0.0, seed=100 * i + j)
+                       rollback_threshold=(20.0, 8.0)[i % 2], bild_window=(32, 4)[j % 2], max_tokens=20 + 4 * j,
+                       temperature=0.8 if sampled else 0.0, top_p=(1.0, 0.9)[i % 2], top_k=(0, 40)[j % 2],
+                       seed=100 * i + j)
 
 
 def peak_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -98,9 +86,9 @@ def peak_overlap(intervals: list[tuple[float, float]]) -> int:
 def test_ten_sessions_at_once_each_receive_exactly_their_own_text(toy):
     engine = engine_for(toy.small, toy.related)
     requests = [[session_request(i, j) for j in range(PER_SESSION)] for i in range(N_SESSIONS)]
-    expected = {r: alone(engine, r) for row in requests for r in row}
+    expected = {r: engine_text(engine, r) for row in requests for r in row}
     # Each session's last run is compared with the big model alone: that reads the session's own state.
-    expected_alone = {row[-1]: alone(engine, row[-1][:2] + ("target",) + row[-1][3:]) for row in requests}
+    expected_alone = {row[-1]: engine_text(engine, with_policy(row[-1], "target")) for row in requests}
     assert len(set(expected.values())) >= 20, "the requests should ask for different texts"
 
     counting = CountingEngine(engine)
@@ -113,9 +101,9 @@ def test_ten_sessions_at_once_each_receive_exactly_their_own_text(toy):
         done = []
         for inputs in requests[i]:
             started = time.monotonic()
-            *_, text = client.submit(*inputs, api_name="/generate").result(timeout=300)
+            _, _, _, text, _ = client.submit(*inputs, api_name="/generate").result(timeout=300)
             done.append((inputs, text, started, time.monotonic()))
-        _, numbers = client.submit(api_name="/compare").result(timeout=300)
+        _, numbers, _ = client.submit(api_name="/compare").result(timeout=300)
         return done, numbers
 
     started = time.monotonic()
@@ -152,16 +140,15 @@ N_STOPS = 20
 
 
 def fresh_process_text(toy, inputs: tuple) -> str:
-    """The same request in a new process: the command line, on the same models and model settings."""
-    prompt, mode, policy, threshold, k, max_tokens, temperature, seed = inputs
-    args = ["--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx", "1024",
-            "--policy", policy, "--threshold", str(threshold), "--k", str(k), "--max-tokens", str(max_tokens),
-            "--temperature", str(temperature), "--seed", str(seed), "--raw" if mode == "raw" else "--chat"]
-    r = subprocess.run([sys.executable, "-m", "cascade", "generate", *args, "--json", prompt], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """The same request in a new process: the command line, on the same models and model settings, with
+    each of the page's settings passed as its flag (--policy, --threshold, ..., --top-k, --seed)."""
+    values = dict(zip(GENERATE_INPUTS, inputs))
+    prompt, mode = values.pop("prompt"), values.pop("mode")
+    flags = [arg for name, value in values.items() for arg in ("--" + name.replace("_", "-"), str(value))]
+    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx",
+                "1024", *flags, "--raw" if mode == "raw" else "--chat", "--json", prompt)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.splitlines()[-1])["summary"]["text"]
+    return json_lines(r.stdout)[1]["text"]
 
 
 def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_run_as_a_fresh_process(toy):
@@ -169,12 +156,15 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
     counting = CountingEngine(engine)
     slow = SlowEngine(counting, pause_s=0.02)  # each stream lasts seconds, so a Stop lands in the middle
     rng = random.Random(20)  # seeded: the same twenty moments on every run
-    long_runs = [page_inputs(PROMPTS[i % len(PROMPTS)], mode=("raw", "chat")[i % 2], policy=policy, k=1 + i % 5,
-                             max_tokens=300, temperature=0.7 if i % 2 and policy != "auto" else 0.0, seed=i)
+    long_runs = [page_inputs(prompt=PROMPTS[i % len(PROMPTS)], mode=("raw", "chat")[i % 2], policy=policy,
+                             k=1 + i % 5, max_tokens=300, temperature=0.7 if i % 2 and policy != "auto" else 0.0,
+                             seed=i)
                  for i, policy in enumerate((*POLICIES, "auto") * 4)][:N_STOPS]
-    short = page_inputs("My name is", max_tokens=8)
-    short_text = alone(engine, short)
-    final = page_inputs("Once upon a time", mode="chat", policy="speculative", k=3, max_tokens=60, temperature=0.8,
+    short = page_inputs(prompt="My name is", max_tokens=8)
+    short_text = engine_text(engine, short)
+    # Settings away from their defaults, each passed to the command line by its own flag.
+    final = page_inputs(prompt="Once upon a time", mode="chat", policy="speculative", threshold=3.0, k=3,
+                        rollback_threshold=10.0, bild_window=8, max_tokens=60, temperature=0.8, top_p=0.9, top_k=40,
                         seed=7)
     reference = fresh_process_text(toy, final)
 
@@ -193,11 +183,11 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
                 mid_stream += streaming
             job.cancel()  # what the page's Stop does: its click `cancels` the running generation
             pressed = time.monotonic()
-            *_, text = client.submit(*short, api_name="/generate").result(timeout=60)
+            _, _, _, text, _ = client.submit(*short, api_name="/generate").result(timeout=60)
             answered_s.append(time.monotonic() - pressed)
             assert text == short_text, "a request after a Stop wrote another text"
             assert not engine.pair.lock.locked()
-        *_, final_text = client.submit(*final, api_name="/generate").result(timeout=120)
+        _, _, _, final_text, _ = client.submit(*final, api_name="/generate").result(timeout=120)
     finally:
         demo.close()
     assert final_text == reference, "after the Stops, the page writes another text than a fresh process"

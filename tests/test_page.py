@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -18,46 +18,24 @@ import gradio as gr  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
-from cascade.page import Run, build_demo, whatif  # noqa: E402
-from cascade.service import EngineService, hide_paths, model_config, public_message  # noqa: E402
+from cascade.config import limits  # noqa: E402
+from cascade.events import Summary, TokenEvent  # noqa: E402
+from cascade.settings import model_config  # noqa: E402
+from cascade.ui.handlers import GENERATE_INPUTS, Run, Update, make_generate, request_config, stop, whatif  # noqa: E402
+from cascade.ui.service import EngineService, hide_paths, public_message  # noqa: E402
 
-from .conftest import engine_for, run  # noqa: E402
+from .helpers import ROOT, SlowEngine, engine_for, engine_text, page_inputs, serve  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The cat sat on the mat"
-# prompt, mode, policy, threshold, k, max_tokens, temperature, seed: the endpoint's inputs in order
-SETTINGS = dict(policy="cascade", threshold=5.0, k=4, max_tokens=60, temperature=0.0, seed=0, chat=False)
 
 
-def as_inputs(prompt: str, policy: str, threshold: float, k: int, max_tokens: int, temperature: float, seed: int,
-              chat: bool) -> tuple:
-    return prompt, "chat" if chat else "raw", policy, threshold, k, max_tokens, temperature, seed
-
-
-class SlowEngine:
-    """The engine, with a pause after each event: the stream then lasts long enough on any machine for
-    the page's throttled updates to show up more than once."""
-
-    def __init__(self, engine, pause_s: float = 0.02) -> None:
-        self.engine, self.pause_s = engine, pause_s
-
-    def generate(self, prompt, config):
-        for event in self.engine.generate(prompt, config):
-            yield event
-            time.sleep(self.pause_s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(provider):
-    demo = build_demo(provider, describe_models=lambda: "toy models")
-    _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
-                                     quiet=True)
-    return demo, url
+def through_engine(engine, inputs: tuple) -> tuple[list[TokenEvent], Summary]:
+    """The events and the Summary the engine gives for these page inputs, mapped as the page maps them."""
+    values = dict(zip(GENERATE_INPUTS, inputs))
+    prompt, mode = values.pop("prompt"), values.pop("mode")
+    *events, summary = engine.generate(prompt, request_config(mode, values))
+    assert isinstance(summary, Summary)
+    return events, summary
 
 
 @pytest.fixture(scope="module")
@@ -72,57 +50,112 @@ def page(toy_engine):
     demo.close()
 
 
+# ---- generating, comparing, stopping ---------------------------------------------------------------
+
 def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
-    client = Client(page, verbose=False)
-    job = client.submit(*as_inputs(PROMPT, **SETTINGS), api_name="/generate")
-    html, plot, summary, text = job.result(timeout=120)
+    inputs = page_inputs()  # 32 tokens, over 50 events: a second of pauses, four updates a second
+    job = Client(page, verbose=False).submit(*inputs, api_name="/generate")
+    html, plot, summary, text, download = job.result(timeout=120)
     outputs = job.outputs()
     assert len(outputs) >= 3, "expected several intermediate updates before the final one"
     lengths = [len(o[3]) for o in outputs]
     assert lengths == sorted(lengths) and lengths[0] < lengths[-1]  # the text grows as it streams
 
-    events, expected = run(toy_engine, PROMPT, **SETTINGS)
+    _, expected = through_engine(toy_engine, inputs)
     assert text == expected.text
     assert f"{expected.n_target_tokens} of {expected.n_tokens} tokens" in summary and "tokens/s" in summary
     assert html.count('class="tok red target"') > 0 and plot["type"] == "plotly"
+    # Once finished, "Download this run" offers the run as one file that holds this very text.
+    from cascade.ui.runfile import read_run
+
+    assert download["visible"] is True
+    assert read_run(Path(download["value"]).read_text())["summary"]["text"] == expected.text
 
 
 def test_compare_runs_the_big_model_alone_on_the_same_prompt(page, toy_engine):
     client = Client(page, verbose=False)  # one client is one session: compare reads this session's run
-    client.predict(*as_inputs(PROMPT, **SETTINGS), api_name="/generate")
-    html, numbers = client.predict(api_name="/compare")
-    _, alone = run(toy_engine, PROMPT, **{**SETTINGS, "policy": "target"})
-    assert numbers["big_model_alone"]["text"] == alone.text and numbers["big_model_alone"]["policy"] == "target"
-    assert numbers["this_run"]["policy"] == "cascade"
+    client.predict(*page_inputs(), api_name="/generate")
+    html, numbers, download = client.predict(api_name="/compare")
+    alone = engine_text(toy_engine, page_inputs(policy="target"))
+    assert numbers["big_model_alone"]["text"] == alone and numbers["big_model_alone"]["policy"] == "target"
+    assert numbers["this_run"]["policy"] == "cascade" and numbers["this_run"]["text"] == engine_text(toy_engine,
+                                                                                                     page_inputs())
     assert "big model alone" in html and html.count("tokens/s") >= 2
     assert "identical" in html or 'class="diff-' in html
 
 
 def test_compare_before_any_run_says_what_to_do(page):
-    html, numbers = Client(page, verbose=False).predict(api_name="/compare")
+    html, numbers, download = Client(page, verbose=False).predict(api_name="/compare")
     assert "Generate a text first" in html and numbers is None
 
 
 def test_stop_leaves_the_models_ready_for_the_next_request(page, toy_engine):
-    long = {**SETTINGS, "max_tokens": 400}
-    full_run_s = SlowEngine(None).pause_s * len(run(toy_engine, PROMPT, **long)[0])  # the pauses alone
+    long = page_inputs(max_tokens=400)
+    full_run_s = SlowEngine(None).pause_s * len(through_engine(toy_engine, long)[0])  # the pauses alone
     client = Client(page, verbose=False)
     started = time.monotonic()
-    job = client.submit(*as_inputs(PROMPT, **long), api_name="/generate")
+    job = client.submit(*long, api_name="/generate")
     deadline = time.monotonic() + 60
     while not job.outputs() and time.monotonic() < deadline:
         time.sleep(0.05)
     job.cancel()
-    _, _, summary, text = client.predict(*as_inputs(PROMPT, **SETTINGS), api_name="/generate")
-    assert text == run(toy_engine, PROMPT, **SETTINGS)[1].text
+    _, _, _, text, _ = client.predict(*page_inputs(), api_name="/generate")
+    assert text == engine_text(toy_engine, page_inputs())
     assert time.monotonic() - started < full_run_s / 2, "the stopped generation seems to have run to its end"
 
 
 def test_settings_out_of_range_are_answered_in_words(page):
-    # The sliders carry the config's ranges, so Gradio itself refuses the value and names the limit.
-    with pytest.raises(Exception, match="less than minimum value 1"):
-        Client(page, verbose=False).predict(*as_inputs(PROMPT, **{**SETTINGS, "k": 0}), api_name="/generate")
+    # The page passes every value to GenerationConfig, which names the setting and its range; the answer
+    # is the page's own, in the text's place and in the summary, not a Gradio error.
+    html, plot, summary, text, download = Client(page, verbose=False).predict(*page_inputs(k=0), api_name="/generate")
+    for shown in (html, summary):
+        assert "Please check the settings: k must be between 1 and 32, got 0." in shown
+    assert plot is None and text == ""
 
+
+# ---- the endpoint and the handlers -------------------------------------------------------------------
+
+def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads_them(page):
+    parameters = Client(page, verbose=False).view_api(print_info=False, return_format="dict")[
+        "named_endpoints"]["/generate"]["parameters"]
+    assert [p["parameter_name"] for p in parameters] == list(GENERATE_INPUTS)
+    assert list(inspect.signature(make_generate(None)).parameters)[:len(GENERATE_INPUTS)] == list(GENERATE_INPUTS)
+    # Each input is the control of its setting: it starts at that setting's default (the command line's too).
+    defaults = {p["parameter_name"]: p["parameter_default"] for p in parameters}
+    for name in GENERATE_INPUTS[2:]:
+        assert defaults[name] == limits(GenerationConfig, name)["default"], name
+    assert defaults["mode"] == "chat" and GenerationConfig().chat
+
+
+def test_an_update_leaves_the_outputs_it_does_not_name_as_they_are():
+    update = Update(summary="**done**", chart=None)
+    assert update.values(("text_html", "chart", "summary", "run")) == (gr.skip(), None, "**done**", gr.skip())
+    assert Update().values(("text_html", "chart")) == (gr.skip(), gr.skip())
+
+
+def test_the_what_if_handler_recolours_a_finished_run_and_leaves_a_running_one_alone(toy_engine):
+    inputs = page_inputs()
+    config = request_config("raw", dict(zip(GENERATE_INPUTS[2:], inputs[2:])))
+    events, summary = through_engine(toy_engine, inputs)
+    finished = Run(PROMPT, config, tuple(events), summary, running=False)
+    html, figure = whatif(50.0, finished)
+    assert 'data-view="whatif"' in html and any("what-if" in (t.name or "") for t in figure.data)
+    running = Run(PROMPT, config, tuple(events))
+    assert whatif(50.0, running) == (gr.skip(), gr.skip())
+    assert whatif(50.0, None) == (gr.skip(), gr.skip())
+
+
+def test_stop_keeps_what_was_streamed_as_a_finished_run(toy_engine):
+    events, _ = through_engine(toy_engine, page_inputs())
+    running = Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]))
+    stopped, summary, download = stop(running)
+    assert stopped == Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]), running=False)
+    assert summary.startswith("**Stopped after ")
+    assert download["visible"] is True  # a stopped run can be kept too
+    assert stop(stopped) == (gr.skip(),) * 3 and stop(None) == (gr.skip(),) * 3
+
+
+# ---- the models: loading, failing, choosing ------------------------------------------------------
 
 def test_an_unreachable_hub_is_a_friendly_message_without_paths(monkeypatch, tmp_path):
     import huggingface_hub.constants
@@ -133,8 +166,7 @@ def test_an_unreachable_hub_is_a_friendly_message_without_paths(monkeypatch, tmp
                                         target="cascade-tests/no-such-repo/large.gguf", n_threads=2))
     demo, url = serve(service.engine)
     try:
-        html, plot, summary, text = Client(url, verbose=False).predict(*as_inputs(PROMPT, **SETTINGS),
-                                                                       api_name="/generate")
+        html, plot, summary, text, download = Client(url, verbose=False).predict(*page_inputs(), api_name="/generate")
     finally:
         demo.close()
     for shown in (html, summary):
@@ -161,10 +193,13 @@ def test_the_models_load_once_and_only_when_first_needed():
 
 
 def test_flags_win_over_the_environment_which_wins_over_the_defaults():
-    env = {"CASCADE_DRAFT": "env/draft/d.gguf", "CASCADE_THREADS": "3"}
-    config = model_config(target="flag.gguf", env=env)
+    env = {"CASCADE_DRAFT": "env/draft/d.gguf", "CASCADE_THREADS": "3", "CASCADE_N_CTX": "  "}
+    config = model_config({"target": "flag.gguf", "draft": None}, env=env)  # None: a flag left unset
     assert (config.draft, config.target, config.n_threads) == ("env/draft/d.gguf", "flag.gguf", 3)
+    assert config.n_ctx == ModelConfig().n_ctx  # a blank variable is an unset one
     assert model_config(env={}).draft == ModelConfig().draft
+    with pytest.raises(ValueError, match="CASCADE_THREADS.*'many'"):
+        model_config(env={"CASCADE_THREADS": "many"})
 
 
 def test_importing_the_app_loads_no_model():
@@ -174,14 +209,7 @@ def test_importing_the_app_loads_no_model():
     assert r.returncode == 0, r.stderr
 
 
-def test_the_what_if_handler_recolours_a_finished_run_and_leaves_a_running_one_alone(toy_engine):
-    events, summary = run(toy_engine, PROMPT, **SETTINGS)
-    finished = Run(PROMPT, GenerationConfig(**SETTINGS), tuple(events), summary, running=False)
-    html, figure = whatif(50.0, finished)
-    assert 'data-view="whatif"' in html and any("what-if" in (t.name or "") for t in figure.data)
-    running = Run(PROMPT, GenerationConfig(**SETTINGS), tuple(events))
-    assert whatif(50.0, running) == (gr.skip(), gr.skip())
-
+# ---- the real pair ---------------------------------------------------------------------------------
 
 @pytest.mark.real
 def test_the_page_streams_at_the_engines_own_speed(real_pair):
@@ -191,34 +219,33 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
     Run with -s to see the numbers."""
     engine = engine_for(*real_pair)
     demo, url = serve(lambda progress: engine)
-    settings = dict(policy="cascade", threshold=5.0, k=4, max_tokens=64, temperature=0.0, seed=0, chat=True)
-    prompt = "Explain to a ten-year-old why the sky is blue."
+    inputs = page_inputs(prompt="Explain to a ten-year-old why the sky is blue.", mode="chat", max_tokens=64)
     client = Client(url, verbose=False)
 
-    def through_engine() -> tuple[float, str]:
-        summary = run(engine, prompt, **settings)[1]
+    def by_engine() -> tuple[float, str]:
+        summary = through_engine(engine, inputs)[1]
         return summary.tokens_per_s, summary.text
 
-    def through_page() -> tuple[float, str]:
+    def by_page() -> tuple[float, str]:
         started = time.perf_counter()
-        _, _, page_summary, text = client.predict(*as_inputs(prompt, **settings), api_name="/generate")
+        _, _, page_summary, text, _ = client.predict(*inputs, api_name="/generate")
         n_tokens = int(re.search(r"of (\d+) tokens", page_summary).group(1))
         return n_tokens / (time.perf_counter() - started), text
 
     try:
-        through_engine(), through_page()  # warm-up: weights paged in, every code path run once
+        by_engine(), by_page()  # warm-up: weights paged in, every code path run once
         rounds = []
         for i in range(4):
-            first, second = (through_engine, through_page) if i % 2 == 0 else (through_page, through_engine)
+            first, second = (by_engine, by_page) if i % 2 == 0 else (by_page, by_engine)
             a, b = first(), second()
-            (engine_speed, engine_text), (page_speed, page_text) = (a, b) if i % 2 == 0 else (b, a)
-            assert page_text == engine_text
+            (engine_speed, engine_text_), (page_speed, page_text) = (a, b) if i % 2 == 0 else (b, a)
+            assert page_text == engine_text_
             rounds.append((engine_speed, page_speed))
     finally:
         demo.close()
     ratios = sorted(p / e for e, p in rounds)
     median_ratio = (ratios[1] + ratios[2]) / 2
-    print(f"\nengine alone / page end to end, tokens/s, {settings['max_tokens']} tokens, {settings['policy']}, "
-          f"{engine.pair.config.n_threads} threads: " + ", ".join(f"{e:.2f} / {p:.2f}" for e, p in rounds)
-          + f"; median page/engine {median_ratio:.3f}")
+    print(f"\nengine alone / page end to end, tokens/s, 64 tokens, cascade, {engine.pair.config.n_threads} "
+          f"threads: " + ", ".join(f"{e:.2f} / {p:.2f}" for e, p in rounds) + f"; median page/engine "
+          f"{median_ratio:.3f}")
     assert median_ratio >= 0.9

@@ -21,15 +21,29 @@ def test_a_flag_wins_over_the_environment_which_wins_over_the_default():
 
 
 def test_a_variable_that_is_not_a_number_is_named():
-    with pytest.raises(ValueError, match="CASCADE_THREADS must be a int, got 'many'"):
+    with pytest.raises(ValueError, match="CASCADE_THREADS must be a whole number, got 'many'"):
         model_config(env={"CASCADE_THREADS": "many"})
 
 
 def test_the_launchers_flags_are_every_model_setting():
     parser = argparse.ArgumentParser()
+    add_model_flags(parser, page=True)
+    args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--workers", "2"])
+    assert model_flags(args) == {"draft": None, "target": None, "n_threads": 2, "n_ctx": 256, "n_batch": None,
+                                 "n_gpu_layers": -1, "workers": 2}
+    assert model_config(model_flags(args), env={}).device == "GPU (all layers offloaded), CPU, 2 threads"
+
+
+def test_the_command_line_has_no_page_only_flag():
+    parser = argparse.ArgumentParser()
     add_model_flags(parser)
-    args = parser.parse_args(["--threads", "2", "--n-ctx", "256"])
-    assert model_flags(args) == {"draft": None, "target": None, "n_threads": 2, "n_ctx": 256, "n_batch": None}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--workers", "2"])
+
+
+def test_model_settings_out_of_range_are_named():
+    with pytest.raises(ValueError, match="workers must be between 1 and 64, got 0"):
+        model_config(env={"CASCADE_WORKERS": "0"})
 
 
 def test_the_command_line_reads_the_same_environment_as_the_page(toy):

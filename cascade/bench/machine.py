@@ -16,6 +16,7 @@ class Machine:
     cpu: str
     cores: int
     threads: int  # per model
+    device: str  # "CPU, 2 threads" or the GPU offload
     draft: str  # model file names
     target: str
     python: str
@@ -34,7 +35,7 @@ def cpu_name() -> str:
 
 
 def describe_machine(pair: ModelPair) -> Machine:
-    return Machine(cpu=cpu_name(), cores=os.cpu_count() or 1, threads=pair.config.n_threads,
+    return Machine(cpu=cpu_name(), cores=os.cpu_count() or 1, threads=pair.config.n_threads, device=pair.config.device,
                    draft=pair.draft_path.name, target=pair.target_path.name, python=platform.python_version(),
                    date=time.strftime("%Y-%m-%d"))
 

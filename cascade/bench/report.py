@@ -46,7 +46,7 @@ def costs_table(result: BenchResult) -> str:
 
 def headline(result: BenchResult, n_prompts: int, max_tokens: int) -> str:
     m = result.machine
-    return (f"{m.draft} -> {m.target}; {m.threads} threads on {m.cores} cores ({m.cpu}); "
+    return (f"{m.draft} -> {m.target}; {m.device} on {m.cores} cores ({m.cpu}); "
             f"{n_prompts} prompts, {max_tokens} tokens each")
 
 

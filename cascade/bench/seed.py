@@ -105,4 +105,5 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
         # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
         draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
         target=ModelStats(calls=counts["target"], seconds=target_s), first_token_s=first_token_s,
+        device=pair.config.device,
     )

@@ -12,20 +12,24 @@ The generate endpoint receives its inputs unprocessed (as a script could send th
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
+import uuid
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
 from ..analysis import Routing
-from ..config import GenerationConfig
+from ..config import GenerationConfig, ModelConfig
 from ..engine import Engine
 from ..events import Summary, TokenEvent
 from ..models import ModelError
 from ..policies import POLICY_TABLE
 from ..prompt import PromptError
-from . import chart, sentences, tokens
+from . import chart, runfile, sentences, tokens
 from .service import SERVER_TROUBLE, public_message
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,8 @@ class Run:
     events: tuple[TokenEvent, ...] = ()
     summary: Summary | None = None
     running: bool = True
+    models: ModelConfig | None = None  # the models that wrote it (named in a saved run)
+    comparison: Summary | None = None  # the big model alone on the same request, once compared
 
     @property
     def text(self) -> str:
@@ -79,6 +85,7 @@ class Update:
     run: Any = KEEP
     compare_html: Any = KEEP
     numbers: Any = KEEP
+    download: Any = KEEP  # the "Download this run" button: a file to give, or hidden
 
     def values(self, names: Sequence[str]) -> tuple:
         """The named outputs in order: what a Gradio handler returns for `outputs=[...]` in that order."""
@@ -86,10 +93,10 @@ class Update:
 
 
 OUTPUTS = tuple(f.name for f in fields(Update))
-GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run")
-COMPARE_OUTPUTS = ("compare_html", "numbers")
+GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run", "download")
+COMPARE_OUTPUTS = ("compare_html", "numbers", "run", "download")
 WHATIF_OUTPUTS = ("text_html", "chart")
-STOP_OUTPUTS = ("run", "summary")
+STOP_OUTPUTS = ("run", "summary", "download")
 
 
 class Throttle:
@@ -111,10 +118,13 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
     default seed."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    policy = POLICY_TABLE.get(settings.get("policy")) if isinstance(settings.get("policy"), str) else None
-    if policy is not None and not policy.on_page:
-        raise ValueError(f"the policy {policy.name!r} is not offered on this page; choose one of "
-                         f"{', '.join(p.name for p in POLICY_TABLE.values() if p.on_page)}")
+    policy = settings.get("policy")
+    offered = [p.name for p in POLICY_TABLE.values() if p.on_page]
+    if policy not in offered:
+        known = isinstance(policy, str) and policy in POLICY_TABLE
+        raise ValueError(f"{'the policy' if known else 'unknown policy'} {policy!r} "
+                         f"{'is not offered on this page' if known else ''}; choose one of {', '.join(offered)}"
+                         .replace(" ;", ";"))
     values = {name: value for name, value in settings.items() if not (name == "seed" and value is None)}
     return GenerationConfig.parse({**values, "chat": mode == "chat"})
 
@@ -122,11 +132,37 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
 # ---- what each output shows -----------------------------------------------------------------------
 
 def run_update(run: Run) -> Update:
-    """The text, the chart, the summary and the plain text of a run in progress or finished."""
+    """The text, the chart, the summary and the plain text of a run in progress or finished; once it
+    has finished, the file that keeps it."""
     routing, threshold = Routing(run.events), run.config.threshold
     return Update(text_html=tokens.text_panel(routing, run_threshold=threshold),
                   chart=chart.perplexity_figure(routing, threshold), summary=summary_markdown(run),
-                  plain_text=run.text, run=run)
+                  plain_text=run.text, run=run, download=KEEP if run.running else download_button(run))
+
+
+def download_button(run: Run | None) -> Any:
+    """The "Download this run" button: shown with a file that keeps `run`, or hidden when there is none."""
+    if run is None or run.running:
+        return gr.update(value=None, visible=False)
+    return gr.update(value=str(save_run_file(run)), visible=True)
+
+
+# Files for "Download this run": Gradio serves them from its cache, so only the latest few are kept here.
+RUN_FILES = Path(tempfile.gettempdir()) / "cascade-runs"
+KEEP_RUN_FILES = 32
+
+
+def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
+    """Write `run` as one self-contained HTML file (`runfile`) and return its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"cascade-run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.html"
+    models = run.models or ModelConfig()
+    path.write_text(runfile.run_html(run.prompt, run.config, run.events, run.summary,
+                                     models=runfile.model_names(models), machine=runfile.machine_info(models),
+                                     comparison=run.comparison, created=runfile.now()), encoding="utf-8")
+    for old in sorted(folder.glob("cascade-run-*.html"), key=lambda p: p.stat().st_mtime)[:-KEEP_RUN_FILES]:
+        old.unlink(missing_ok=True)
+    return path
 
 
 def summary_markdown(run: Run) -> str:
@@ -140,24 +176,31 @@ def summary_markdown(run: Run) -> str:
 
 
 def message_update(message: str) -> Update:
-    """An error in the text's place; the chart, the plain text and the remembered run are cleared."""
+    """An error in the text's place; the chart, the plain text, the remembered run and its file are
+    cleared."""
     return Update(text_html=tokens.message_panel(message, "error"), chart=None, summary=f"**{message}**",
-                  plain_text="", run=None)
+                  plain_text="", run=None, download=download_button(None))
 
 
 class EngineUnavailable(Exception):
     """The models could not be loaded; the message is what a visitor is told."""
 
 
-def _engine(engine_provider: EngineProvider, progress: gr.Progress) -> Engine:
+@contextmanager
+def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Iterator[Engine]:
+    """The engine for one request: what the provider returns, or lends for the request when it returns
+    a context manager (a pool of engines, `EngineService.lease`). EngineUnavailable if it cannot load."""
     def report(message: str) -> None:  # shown over the text box while the models load (first run only)
         progress(0.0, desc=f"First run: {message}…")
 
-    try:
-        return engine_provider(report)
-    except ModelError as e:
-        log.error("model loading failed: %s", e)
-        raise EngineUnavailable(public_message(e)) from e
+    with ExitStack() as stack:
+        try:
+            answer = engine_provider(report)
+            engine = stack.enter_context(answer) if hasattr(answer, "__enter__") else answer
+        except ModelError as e:
+            log.error("model loading failed: %s", e)
+            raise EngineUnavailable(public_message(e)) from e
+        yield engine
 
 
 # ---- the handlers --------------------------------------------------------------------------------
@@ -179,22 +222,23 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
         config = request_config(mode, settings)
-        engine = _engine(engine_provider, progress)
     except ValueError as e:
         yield message_update(f"Please check the settings: {e}.")
         return
+    events, due = [], Throttle()
+    try:
+        with lent_engine(engine_provider, progress) as engine:
+            run = Run(prompt, config, models=engine.pair.config)
+            for event in engine.generate(prompt, config):
+                if isinstance(event, Summary):
+                    run = replace(run, events=tuple(events), summary=event, running=False)
+                    break
+                events.append(event)
+                if due():
+                    yield run_update(replace(run, events=tuple(events)))
     except EngineUnavailable as e:
         yield message_update(str(e))
         return
-    run, events, due = Run(prompt, config), [], Throttle()
-    try:
-        for event in engine.generate(prompt, config):
-            if isinstance(event, Summary):
-                run = replace(run, events=tuple(events), summary=event, running=False)
-                break
-            events.append(event)
-            if due():
-                yield run_update(replace(run, events=tuple(events)))
     except PromptError as e:
         yield message_update(str(e).capitalize())
         return
@@ -218,19 +262,21 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
+    events, due = [], Throttle()
     try:
-        engine = _engine(engine_provider, progress)
-        events, due = [], Throttle()
-        for event in engine.generate(run.prompt, run.config.replace(policy="target")):
-            if isinstance(event, Summary):
-                numbers = {"this_run": run.summary.to_dict(), "big_model_alone": event.to_dict()}
-                yield Update(compare_html=sentences.compare_html(run.summary, event), numbers=numbers)
-                return
-            events.append(event)
-            if due():
-                n = sum(e.accepted for e in events)
-                yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} tokens so "
-                                                               f"far.", "info"))
+        with lent_engine(engine_provider, progress) as engine:
+            for event in engine.generate(run.prompt, run.config.replace(policy="target")):
+                if isinstance(event, Summary):
+                    numbers = {"this_run": run.summary.to_dict(), "big_model_alone": event.to_dict()}
+                    compared = replace(run, comparison=event)
+                    yield Update(compare_html=sentences.compare_html(run.summary, event), numbers=numbers,
+                                 run=compared, download=download_button(compared))
+                    return
+                events.append(event)
+                if due():
+                    n = sum(e.accepted for e in events)
+                    yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} tokens "
+                                                                   f"so far.", "info"))
     except EngineUnavailable as e:
         yield Update(compare_html=tokens.message_panel(str(e), "error"), numbers=None)
     except Exception:
@@ -252,4 +298,4 @@ def stop(run: Run | None) -> tuple:
     if run is None or not run.running:
         return Update().values(STOP_OUTPUTS)
     run = replace(run, running=False)
-    return Update(run=run, summary=summary_markdown(run)).values(STOP_OUTPUTS)
+    return Update(run=run, summary=summary_markdown(run), download=download_button(run)).values(STOP_OUTPUTS)

@@ -6,7 +6,7 @@ request is named after its `GenerationConfig` field and takes its range, default
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import gradio as gr
 
@@ -16,6 +16,7 @@ from ..policies import POLICY_TABLE
 from . import tokens
 from .handlers import (COMPARE_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, WHATIF_OUTPUTS,
                        EngineProvider, make_compare, make_generate, stop, whatif)
+from .link import copy_link_js, read_link
 
 INTRO = """\
 # A small model writes, a big model steps in
@@ -85,8 +86,11 @@ def _settings_controls() -> dict[str, gr.components.Component]:
     return controls
 
 
-def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None) -> gr.Blocks:
-    """The page. `engine_provider(progress)` returns the shared engine, loading it on first use."""
+def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None,
+               concurrency: int = 1) -> gr.Blocks:
+    """The page. `engine_provider(progress)` returns the shared engine, loading it on first use, or lends
+    one of a pool for the request (`EngineService.lease`); `concurrency` requests run at once (one per
+    engine), the others wait in the queue."""
     examples = load_examples()
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         out: dict[str, gr.components.Component] = {"run": gr.State(None)}
@@ -106,6 +110,13 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
+                with gr.Row():
+                    copy_link_btn = gr.Button("Copy link", size="sm", elem_classes="cascade-copy-link")
+                    out["download"] = gr.DownloadButton("Download this run", visible=False, size="sm",
+                                                        elem_classes="cascade-download")
+                link_box = gr.Textbox(label="Link to these settings (opening it fills the page the same way)",
+                                      visible=True, interactive=False, elem_classes="cascade-link", lines=1,
+                                      buttons=["copy"])
                 if examples:
                     gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
                                 inputs=[inputs["prompt"], inputs["mode"]],
@@ -136,16 +147,45 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         # a browser or a script sends, and answers in words.
         generating = generate_btn.click(
             make_generate(engine_provider), inputs=[inputs[name] for name in GENERATE_INPUTS],
-            outputs=outputs(GENERATE_OUTPUTS), preprocess=False, api_name="generate", concurrency_limit=1,
+            outputs=outputs(GENERATE_OUTPUTS), preprocess=False, api_name="generate", concurrency_limit=concurrency,
             concurrency_id="models", show_progress_on=[out["text_html"]])
         comparing = compare_btn.click(
             make_compare(engine_provider), inputs=[out["run"]], outputs=outputs(COMPARE_OUTPUTS),
-            api_name="compare", concurrency_limit=1, concurrency_id="models", show_progress_on=[out["compare_html"]])
+            api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[out["compare_html"]])
         stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS), cancels=[generating, comparing],
                        queue=False, api_visibility="private")
         inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"]], outputs=outputs(WHATIF_OUTPUTS),
                                    queue=False, show_progress="hidden", trigger_mode="always_last",
                                    api_visibility="private")
+        copy_link_btn.click(None, inputs=[inputs[name] for name in GENERATE_INPUTS], outputs=[link_box],
+                            js=copy_link_js(), api_visibility="private")
+        link_controls = [inputs[name] for name in GENERATE_INPUTS]
+        autorun = gr.State(False)
+        loading = demo.load(apply_link, outputs=link_controls + [out["summary"], autorun], queue=False,
+                            api_visibility="private")
+        loading.then(make_autorun(engine_provider), inputs=[autorun] + link_controls,
+                     outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
+                     concurrency_id="models", show_progress_on=[out["text_html"]], api_visibility="private")
         if describe_models is not None:
             demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
     return demo
+
+
+def apply_link(request: gr.Request) -> tuple:
+    """On load: the controls a link's query parameters set, a message about them, and whether to run."""
+    link = read_link(dict(request.query_params) if request is not None else {})
+    controls = tuple(gr.update(value=link.values[name]) if name in link.values else gr.skip()
+                     for name in GENERATE_INPUTS)
+    message = link.message()
+    return controls + (gr.skip() if message is None else message, link.run)
+
+
+def make_autorun(engine_provider: EngineProvider):
+    """The generation a link with `run=1` starts when the page loads; nothing otherwise."""
+    generate = make_generate(engine_provider)
+
+    def autorun(asked: Any, *values: Any):
+        if asked is True:  # (loading messages are not shown on this path: Gradio passes no progress)
+            yield from generate(*values)
+
+    return autorun

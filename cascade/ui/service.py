@@ -1,17 +1,23 @@
-"""The page's one engine: chosen by flags or environment variables, loaded on first use, shared by all.
+"""The page's engines: chosen by flags or environment variables, loaded on first use, shared by all.
 
 Loading is lazy so that importing the app (tests, tools, a Space's build step) never touches a model;
-it happens once per process, behind a lock, so visitors arriving together wait for one load. A failed
-load is not remembered: the next request tries again (the Hub may be back).
+it happens once per process, behind a lock, so visitors arriving together wait for one load. With
+`workers` N (CASCADE_WORKERS), N engines load over the same memory-mapped files and each running
+request leases one (`lease`), so N generations run at once and never two on one engine. A failed load
+is remembered for `retry_after_s`: every request in that window gets the same message at once, instead
+of waiting for the Hub again; after it, the next request tries again (the Hub may be back).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..config import GenerationConfig, ModelConfig
 from ..engine import Engine
@@ -26,19 +32,28 @@ HOW_TO_POINT_AT_LOCAL_FILES = (
     "To use model files already on this machine, whoever runs the page can set CASCADE_DRAFT and "
     "CASCADE_TARGET to two .gguf files (or pass --draft and --target to app.py) and restart it."
 )
+# Long enough that a burst of visitors after a failure is answered at once, short enough that a Hub
+# that comes back is used within a minute.
+FAILED_LOAD_MEMORY_S = 60.0
 
 
 class EngineService:
-    """Holds the process's engine. `engine()` loads it the first time; `describe()` never loads."""
+    """Holds the process's engines. `engine()` and `lease()` load them the first time; `describe()`
+    never loads."""
 
     def __init__(self, config: ModelConfig | None = None,
                  loader: Callable[..., ModelPair] = load_pair,
-                 warm: Callable[[Engine], None] | None = None) -> None:
+                 warm: Callable[[Engine], None] | None = None,
+                 retry_after_s: float = FAILED_LOAD_MEMORY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self._loader = loader
         self._warm = warm or warm_up
-        self._engine: Engine | None = None
+        self._engines: list[Engine] = []
+        self._free: queue.Queue[Engine] = queue.Queue()
         self._lock = threading.Lock()
+        self._failure: tuple[float, ModelError] | None = None
+        self.retry_after_s, self._clock = retry_after_s, clock
 
     @property
     def config(self) -> ModelConfig:
@@ -47,30 +62,64 @@ class EngineService:
 
     def configure(self, config: ModelConfig) -> None:
         with self._lock:
-            if self._engine is not None:
+            if self._engines:
                 raise RuntimeError("the models are already loaded; configure the service before first use")
             self._config = config
 
     @property
     def loaded(self) -> bool:
-        return self._engine is not None
+        return bool(self._engines)
+
+    def engines(self, progress: Progress = lambda _msg: None) -> list[Engine]:
+        """Every engine, loading them on first use; ModelError (remembered a while) if they cannot load."""
+        with self._lock:
+            if not self._engines:
+                self._load(progress)
+            return self._engines
 
     def engine(self, progress: Progress = lambda _msg: None) -> Engine:
-        with self._lock:
-            if self._engine is None:
-                config = self.config
-                log.info("loading models: draft %s, target %s", config.draft, config.target)
-                engine = Engine(self._loader(config, progress=progress))
-                progress("warming up the models")
-                self._warm(engine)
-                self._engine = engine
-            return self._engine
+        """The first engine: for a caller that runs one request at a time."""
+        return self.engines(progress)[0]
+
+    @contextmanager
+    def lease(self, progress: Progress = lambda _msg: None) -> Iterator[Engine]:
+        """An engine no other request is using, for the length of the `with` block (waits for one)."""
+        self.engines(progress)
+        engine = self._free.get()
+        try:
+            yield engine
+        finally:
+            self._free.put(engine)
+
+    def _load(self, progress: Progress) -> None:
+        if self._failure is not None and self._clock() - self._failure[0] < self.retry_after_s:
+            raise self._failure[1]
+        try:
+            config = self.config
+        except ValueError as e:  # a variable of whoever runs the page, such as CASCADE_THREADS=many
+            raise ModelError(f"the page's settings are not valid ({e})") from e
+        log.info("loading models: draft %s, target %s, %d worker(s)", config.draft, config.target, config.workers)
+        try:
+            engines = []
+            for i in range(config.workers):
+                if config.workers > 1:
+                    progress(f"loading engine {i + 1} of {config.workers}")
+                engines.append(Engine(self._loader(config, progress=progress)))
+        except ModelError as e:
+            self._failure = (self._clock(), e)
+            raise
+        progress("warming up the models")
+        for engine in engines:
+            self._warm(engine)
+            self._free.put(engine)
+        self._engines, self._failure = engines, None
 
     def describe(self) -> str:
         """Which models the page uses, by file name (never a directory of this machine)."""
         config = self.config
+        workers = f" · {config.workers} generations at once" if config.workers > 1 else ""
         return (f"Small model (draft): **{model_name(config.draft)}** · big model (target): "
-                f"**{model_name(config.target)}** · {config.n_threads} CPU threads")
+                f"**{model_name(config.target)}** · {config.device}{workers}")
 
 
 def warm_up(engine: Engine) -> None:

@@ -1,0 +1,94 @@
+"""A link that replays a run: the page's settings in the URL's query string, read when the page loads.
+
+`?prompt=...&mode=raw&policy=cascade&threshold=3&k=4&max_tokens=64&temperature=0&seed=0` fills the
+controls; a setting out of its range (or unknown) is named in a message and its default is kept;
+`run=1` also starts the generation. Parameters are named after the settings (`GenerationConfig`'s
+fields), so a control added later is linkable under its setting's name. A link can never name a model
+file: only the settings in `GENERATE_INPUTS` are read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..config import GenerationConfig
+from .handlers import GENERATE_INPUTS, MODES, SETTINGS, request_config
+
+# Query parameters Gradio itself uses, which are no settings of ours.
+_GRADIO_PARAMETERS = ("view", "__theme", "lang")
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    values: dict[str, Any] = field(default_factory=dict)  # control name -> value to show
+    problems: list[str] = field(default_factory=list)  # one sentence each, naming the parameter
+    run: bool = False  # the link asks to generate at once
+
+    def message(self) -> str | None:
+        """What the page says about the link, or None when it named no setting."""
+        if self.problems:
+            return ("This link's settings could not all be used: " + "; ".join(self.problems)
+                    + ". The page's defaults stand in for those.")
+        if self.values:
+            return "The settings come from the link." + ("" if self.run else " Press **Generate** to run them.")
+        return None
+
+
+def page_defaults() -> dict[str, Any]:
+    default = GenerationConfig()
+    values = {name: getattr(default, name) for name in SETTINGS}
+    return {"prompt": "", "mode": "chat" if default.chat else "raw", **values}
+
+
+def read_link(query: Mapping[str, str]) -> LinkSettings:
+    """The controls' values a link's query parameters name, each checked on its own."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    defaults = page_defaults()
+    for name, raw in query.items():
+        if name == "run" or name in _GRADIO_PARAMETERS:
+            continue
+        if name not in GENERATE_INPUTS:
+            problems.append(f"{name!r} is not a setting of this page")
+            continue
+        try:
+            values[name] = _one(name, raw, defaults)
+        except ValueError as e:
+            problems.append(f"{name}: {e}")
+    return LinkSettings(values, problems, run=query.get("run", "").strip().lower() in ("1", "true", "yes"))
+
+
+def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
+    """One parameter's value for its control; ValueError says what is wrong with it."""
+    if name == "prompt":
+        return raw
+    if name == "mode":
+        if raw not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {raw!r}")
+        return raw
+    settings = {n: defaults[n] for n in SETTINGS}
+    settings[name] = raw
+    config = request_config(defaults["mode"], settings)  # the page's one validator, for this setting alone
+    return getattr(config, name)
+
+
+def copy_link_js() -> str:
+    """The browser-side function of "Copy link": the page's URL with the controls' values as query
+    parameters (those at their defaults left out), copied to the clipboard and shown."""
+    names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
+    always = json.dumps(["prompt", "mode", "policy"])
+    return f"""(...values) => {{
+  const names = {names}, defaults = {defaults}, always = {always};
+  const url = new URL(window.location.href);
+  url.search = "";
+  names.forEach((name, i) => {{
+    const value = values[i];
+    if (value === null || value === undefined || value === "") return;
+    if (always.includes(name) || String(value) !== String(defaults[name])) url.searchParams.set(name, value);
+  }});
+  const link = url.toString();
+  if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {{}});
+  return link;
+}}"""

@@ -1,0 +1,317 @@
+"""A run kept in one HTML file: it opens from disk in any browser, with no server and no network.
+
+`run_html` draws a finished (or stopped) run with the page's own pure render functions (`tokens`,
+`chart`, `sentences`): the coloured text with its hover details and legend, the perplexity chart
+(Plotly's JavaScript inlined, so the chart stays interactive offline), the summary and the measured
+numbers, the settings in words, and the comparison with the big model alone when there is one. The
+run itself (prompt, settings, events, summary) is embedded as JSON in a `<script type="application/json">`
+element, and `read_run` reads it back.
+
+Everything a model wrote, and the prompt, is untrusted: the render functions escape it, this module's
+own template escapes everything it adds (`html.escape`), and the embedded JSON has `<`, `>` and `&`
+written as `\\u003c`, `\\u003e`, `\\u0026` so no text can close its script element. The file loads
+nothing from anywhere: a Content-Security-Policy forbids every fetch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import os
+import re
+import time
+from typing import Any, Mapping, Sequence
+
+from ..analysis import Routing
+from ..config import GenerationConfig, ModelConfig
+from ..events import Summary, TokenEvent
+from ..policies import POLICY_TABLE
+from . import chart, sentences, tokens
+from .style import GREY, RED, fmt_threshold
+
+FORMAT, VERSION = "cascade-run", 1
+DATA_ID = "cascade-run"  # the id of the script element that holds the run as JSON
+CHART_ID = "cascade-chart-plot"
+
+# Inline scripts and styles only; no fetch of any kind (images only as data: URLs, which Plotly's
+# "download as png" button makes).
+_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
+        "base-uri 'none'; form-action 'none'")
+
+_CSS = f"""
+:root {{ color-scheme: light; }}
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; color: #1f1f1f;
+       background: #fff; max-width: 1100px; margin: 0 auto; padding: 16px 20px 32px; line-height: 1.45; }}
+h1 {{ font-size: 1.45em; margin: .2em 0 .4em; }}
+h2 {{ font-size: 1.12em; margin: 1.4em 0 .5em; }}
+.intro {{ max-width: 60em; }}
+.bigcolour {{ color: {RED}; font-weight: 600; }}
+.prompt {{ white-space: pre-wrap; word-break: break-word; margin: 0; padding: 8px 12px; border-radius: 8px;
+          background: rgba(128,128,128,.08); border: 1px solid rgba(128,128,128,.25); font: inherit; }}
+dl.facts {{ display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 0; }}
+dl.facts dt {{ color: #555; }}
+dl.facts dd {{ margin: 0; }}
+.cascade-summary .sentence {{ font-weight: 600; font-size: 1.05em; }}
+table.numbers {{ border-collapse: collapse; }}
+table.numbers td {{ padding: 3px 14px 3px 0; border-bottom: 1px solid rgba(128,128,128,.2); }}
+table.numbers td.value {{ font-variant-numeric: tabular-nums; }}
+.cascade-chart {{ min-height: 380px; }}
+footer {{ margin-top: 2.5em; color: {GREY}; font-size: .88em; }}
+"""
+
+
+def now() -> str:
+    """The local date and time, as a run file records it (e.g. 2025-06-01 14:03 CEST)."""
+    return time.strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def machine_info(models: ModelConfig) -> dict[str, Any]:
+    """This machine as a run file names it: processor, cores, CPU threads per model, and the device."""
+    from ..bench.machine import cpu_name
+
+    return {"cpu": cpu_name(), "cores": os.cpu_count() or 1, "threads": models.n_threads, "device": models.device}
+
+
+def model_names(models: ModelConfig) -> dict[str, str]:
+    """The two models as a run file names them: Hub repo/filename or a file name, never a path."""
+    from .service import model_name
+
+    return {"draft": model_name(models.draft), "target": model_name(models.target)}
+
+
+# ---- the embedded JSON -------------------------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: tuples as lists, non-finite floats (JSON has none) as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _script_safe(json_text: str) -> str:
+    """JSON text that cannot end or confuse the script element holding it, and is still the same JSON."""
+    return (json_text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def run_record(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
+               models: Mapping[str, str], machine: Mapping[str, Any] | None, comparison: Summary | None,
+               created: str) -> dict[str, Any]:
+    """The run as the file embeds it (and `read_run` returns it)."""
+    return _plain({
+        "format": FORMAT, "version": VERSION, "prompt": prompt, "settings": dataclasses.asdict(config),
+        "events": [e.to_dict() for e in events], "summary": summary.to_dict() if summary else None,
+        "comparison": comparison.to_dict() if comparison else None, "models": dict(models),
+        "machine": dict(machine) if machine is not None else None, "created": created,
+    })
+
+
+_DATA_RE = re.compile(r'<script type="application/json" id="' + DATA_ID + r'">(.*?)</script>', re.S)
+
+
+def read_run(document: str) -> dict[str, Any]:
+    """The run a run file embeds: format, version, prompt, settings, events, summary, comparison, models,
+    machine, created. ValueError if the document holds none."""
+    match = _DATA_RE.search(document)
+    if match is None:
+        raise ValueError("not a cascade run file: it has no embedded run")
+    record = json.loads(match.group(1))
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise ValueError("not a cascade run file: the embedded data is not a cascade run")
+    if record.get("version") != VERSION:
+        raise ValueError(f"a cascade run file of version {record.get('version')!r}; this reads version {VERSION}")
+    return record
+
+
+# ---- the parts of the page ---------------------------------------------------------------------------
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _facts(rows: Sequence[tuple[str, str]]) -> str:
+    """A list of (label, value) pairs; both are escaped here."""
+    return '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows) + "</dl>"
+
+
+def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
+    """The settings of a run in words: the ones its policy reads, then length and sampling."""
+    policy = POLICY_TABLE.get(config.policy)
+    rows = [("Way of writing (policy)", policy.label if policy else config.policy)]
+    reads = policy.settings if policy else ()
+    if "threshold" in reads:
+        rows.append(("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the "
+                                  f"small model's perplexity of it is above this"))
+    if "k" in reads:
+        rows.append(("k", f"{config.k} tokens drafted by the small model per check by the big model"))
+    if "rollback_threshold" in reads:
+        rows.append(("Rollback threshold", f"{fmt_threshold(config.rollback_threshold)}: the big model rolls "
+                                           f"back a small model's token it finds more unlikely than this"))
+    if "bild_window" in reads:
+        rows.append(("Most unchecked tokens", str(config.bild_window)))
+    rows.append(("Prompt used as", "a chat message (the model's chat template)" if config.chat
+                 else "raw text, which the models continue"))
+    rows.append(("Most tokens", str(config.max_tokens)))
+    if config.temperature == 0:
+        rows.append(("Temperature", "0: always the likeliest token (the run is reproducible)"))
+    else:
+        rows.append(("Temperature", f"{config.temperature:g}"))
+        rows.append(("Seed", str(config.seed)))
+    if config.top_p < 1:
+        rows.append(("Top-p", f"{config.top_p:g}"))
+    if config.top_k:
+        rows.append(("Top-k", str(config.top_k)))
+    if config.stop:
+        rows.append(("Stop strings", ", ".join(repr(s) for s in config.stop)))
+    return rows
+
+
+def about_rows(models: Mapping[str, str], machine: Mapping[str, Any] | None, created: str) -> list[tuple[str, str]]:
+    rows = [("Date", created),
+            ("Small model (draft)", str(models.get("draft", "unknown"))),
+            ("Big model (target)", str(models.get("target", "unknown")))]
+    if machine:
+        parts = [str(machine.get("cpu") or "unknown processor")]
+        if machine.get("cores"):
+            parts.append(f"{machine['cores']} cores")
+        if machine.get("threads"):
+            parts.append(f"{machine['threads']} threads per model")
+        if machine.get("device") and not str(machine["device"]).startswith("CPU"):
+            parts.append(str(machine["device"]))
+        rows.append(("Machine", ", ".join(parts)))
+    return rows
+
+
+def numbers_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The measured numbers of a finished run."""
+    speed = lambda v: "–" if v is None else f"{v:.1f} tokens/s"  # noqa: E731
+    rows = [("Tokens written", str(summary.n_tokens)),
+            ("… by the big model (target)", f"{summary.n_target_tokens} ({summary.target_share:.0%})"),
+            ("… by the small model (draft)", str(summary.n_draft_tokens)),
+            ("Speed (reading the prompt included)", speed(summary.tokens_per_s)),
+            ("Writing speed (after the first token)", speed(summary.writing_tokens_per_s)),
+            ("Time", f"{summary.wall_s:.2f} s (loading the models not included)")]
+    if summary.first_token_s is not None:
+        rows.append(("First token after", f"{summary.first_token_s:.2f} s"))
+    rows.append(("Prompt tokens", str(summary.prompt_tokens)))
+    if summary.n_drafted:
+        rows.append(("Small model's proposals kept", f"{summary.n_draft_tokens} of {summary.n_drafted}"))
+    for name, stats in (("small", summary.draft), ("big", summary.target)):
+        rows.append((f"Time inside the {name} model", f"{stats.seconds:.2f} s in {stats.calls} calls, "
+                                                     f"{stats.tokens_evaluated} tokens read"))
+    if summary.modes:
+        rows.append(("Rounds, by way of writing", ", ".join(f"{k}: {v}" for k, v in summary.modes.items())))
+    return rows
+
+
+def _numbers_table(rows: Sequence[tuple[str, str]]) -> str:
+    body = "".join(f'<tr><td>{_e(k)}</td><td class="value">{_e(v)}</td></tr>' for k, v in rows)
+    return f'<table class="numbers">{body}</table>'
+
+
+def _chart_html(routing: Routing, run_threshold: float) -> str:
+    """The perplexity chart as the page draws it, with Plotly's JavaScript inlined."""
+    import plotly.io
+    from plotly.offline import get_plotlyjs
+
+    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold), validate=False)
+    config = {"displaylogo": False, "responsive": True, "typesetMath": False}
+    plotly_js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.I)  # none today; never any
+    return (f'<div class="cascade-chart"><div id="{CHART_ID}" class="plotly-graph-div"></div></div>\n'
+            f"<script>window.PlotlyConfig = {{MathJaxConfig: 'local'}};</script>\n"
+            f"<script>{plotly_js}</script>\n"
+            f"<script>(function () {{ var fig = {_script_safe(figure_json)};\n"
+            f"Plotly.newPlot({json.dumps(CHART_ID)}, fig.data, fig.layout, {json.dumps(config)}); }})();</script>")
+
+
+def _intro(config: GenerationConfig) -> str:
+    policy = POLICY_TABLE.get(config.policy)
+    red = '<span class="bigcolour">red</span>'
+    if policy is not None and not policy.drafts:
+        who = (f"The big model wrote this text by itself, the baseline the other ways of writing are compared "
+               f"with: every token is {red}. Hover over a token to see how sure the big model was of it.")
+    elif policy is not None and not policy.escalates and policy.check == "none":
+        who = ("The small model wrote this text by itself: no token is red. Hover over a token to see how sure "
+               "it was of it.")
+    else:
+        line = ("; above the threshold line the big model takes over" if policy is None
+                or "threshold" in policy.settings else "")
+        who = (f"A small model wrote this text with a big model stepping in where it was unsure: {red} tokens are "
+               f"the big model's, the others the small model's. Hover over a token to see how sure each model "
+               f"was of it. The chart shows, token by token, how unsure the small model was (its perplexity: "
+               f"higher is less sure){line}.")
+        who += _e(f" How they shared the work in this run: {policy.description}." if policy else "")
+    return (f'<p class="intro">{who}</p>'
+            f'<p class="intro">This file keeps the whole run: it opens in any browser, needs no internet, and '
+            f"holds the run's data for programs too (as JSON, in the script element with id "
+            f'"{DATA_ID}").</p>')
+
+
+def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
+             models: Mapping[str, str], machine: Mapping[str, Any] | None = None,
+             comparison: Summary | None = None, created: str) -> str:
+    """One self-contained HTML document keeping a run: its text, chart, numbers, settings and data.
+
+    `summary` is None for a run stopped before it finished. `models` names the two models
+    ({"draft": ..., "target": ...}: file names or Hub repo/filename, never this machine's paths);
+    `machine` is {"cpu", "cores", "threads"} (see `machine_info`); `comparison` is the big model
+    alone's Summary for the same request, if it was run; `created` is the date and time to show.
+    """
+    # A prompt may hold lone surrogates (a Python str can, UTF-8 cannot): they become '?', as the
+    # engine itself reads them.
+    prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
+    routing = Routing(events)
+    record = run_record(prompt, config, events, summary, models=models, machine=machine,
+                        comparison=comparison, created=created)
+    data = _script_safe(json.dumps(record, ensure_ascii=False, allow_nan=False))
+    if summary is not None:
+        result = (f'<p class="sentence">{_e(sentences.summary_sentence(summary))}</p>'
+                  f"<p>{_e(sentences.summary_details(summary))}</p>")
+        numbers = (f'<section class="cascade-numbers"><h2>Measured numbers</h2>'
+                   f"{_numbers_table(numbers_rows(summary))}</section>")
+    else:
+        result = f'<p class="sentence">{_e(sentences.stopped_sentence(events))}</p>'
+        numbers = ""
+    compare = ""
+    if comparison is not None and summary is not None:
+        compare = (f'<section class="cascade-comparison"><h2>Compared with the big model alone</h2>'
+                   f"{sentences.compare_html(summary, comparison)}</section>")
+    short = prompt if len(prompt) <= 60 else prompt[:59] + "…"
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="cascade">
+<title>{_e("cascade run: " + " ".join(short.split()))}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<header>
+<h1>A text written by two models</h1>
+{_intro(config)}
+</header>
+<section class="cascade-prompt"><h2>The prompt</h2><div class="prompt">{_e(prompt)}</div></section>
+<section class="cascade-result"><h2>The text</h2>
+<div class="cascade-summary">{result}</div>
+{tokens.text_panel(routing, run_threshold=config.threshold)}
+</section>
+<section class="cascade-chart-section"><h2>How unsure the small model was</h2>
+{_chart_html(routing, config.threshold)}
+</section>
+{numbers}
+{compare}
+<section class="cascade-settings"><h2>Settings</h2>{_facts(settings_rows(config))}</section>
+<section class="cascade-about"><h2>When, with what, on what</h2>{_facts(about_rows(models, machine, created))}</section>
+<footer>made with cascade: a small draft model and a big target model writing one text together.</footer>
+<script type="application/json" id="{DATA_ID}">{data}</script>
+</body>
+</html>
+"""

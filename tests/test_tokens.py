@@ -1,0 +1,92 @@
+"""The text as the page shows it: one span per token, red where the big model wrote it, and its what-if."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from cascade.analysis import Routing
+from cascade.ui import tokens
+from cascade.ui.style import RED
+
+from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev, spans
+
+
+def test_model_text_is_escaped_in_the_text_and_in_the_hover():
+    events = [ev(0, '<script>alert("x")</script>', draft_ppl=1.0),
+              ev(1, '" onmouseover="boom', source="target", target_ppl=2.0)]
+    markup = tokens.tokens_html(Routing(events))
+    assert "<script>" not in markup and "&lt;script&gt;" in markup
+    assert 'onmouseover="boom' not in markup  # the quote cannot close the title attribute
+    assert spans(markup, "tok") == ['<script>alert("x")</script>', '" onmouseover="boom']
+
+
+def test_the_targets_tokens_are_red_and_the_drafts_plain():
+    markup = tokens.tokens_html(Routing(CASCADE))
+    assert spans(markup, "red") == [" lay"]
+    assert spans(markup, "draft") == ["The", " cat", " <b>&amp;</b>", "\n"]
+    red_style = re.search(r'<span class="tok red target"[^>]* style="([^"]*)"', markup).group(1)
+    assert RED in red_style
+
+
+def test_the_whole_text_is_there_in_order_with_its_newlines():
+    panel = tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+    assert "".join(spans(panel, "tok")) == "".join(e.text for e in accepted(CASCADE))
+    assert "white-space:pre-wrap" in panel  # newlines and runs of spaces show as written
+
+
+def test_an_escalated_draft_token_is_told_in_the_hover_of_the_red_token():
+    markup = tokens.tokens_html(Routing(CASCADE))
+    assert "sat" not in re.sub(r'title="[^"]*"', "", markup)  # not inline
+    title = html.unescape(re.search(r'<span class="tok red target" title="([^"]*)"', markup).group(1))
+    assert "“ sat”" in title and "7.00" in title and "unsure" in title
+    assert "big model's perplexity of this token: 1.50" in title
+
+
+def test_rejected_and_rolled_back_draft_tokens_are_struck_through_where_they_were_drafted():
+    markup = tokens.tokens_html(Routing(SPECULATIVE))
+    assert spans(markup, "discarded") == [" x", " y"]
+    assert markup.index(" b<") < markup.index(" x<") < markup.index(" z<")
+    assert markup.count("<s ") == 2 and "line-through" in markup
+    rolled = [ev(0, " q", status="rolled_back", draft_ppl=1.5, target_ppl=40.0), ev(0, " r", source="target")]
+    assert "rolled back" in html.unescape(tokens.tokens_html(Routing(rolled)))
+
+
+def test_an_empty_token_adds_no_element():
+    # Half a character: the engine sends it with empty text, and the next token completes it.
+    events = [ev(0, "", draft_ppl=1.2), ev(1, "é", draft_ppl=1.3)]
+    assert spans(tokens.tokens_html(Routing(events)), "tok") == ["é"]
+
+
+# ---- the what-if ---------------------------------------------------------------------------------
+
+def test_moving_the_threshold_recolours_the_recorded_tokens_as_a_what_if():
+    low = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=1.5)
+    high = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=50.0)
+    assert 'data-view="whatif"' in low and "What-if" in low and "nothing was regenerated" in low
+    assert spans(low, "red") == [" cat", " lay", " <b>&amp;</b>"]  # recorded perplexities 2.0, 7.0, 3.0 > 1.5
+    assert spans(high, "red") == []
+    assert "3 of 5 tokens would have gone to the big model, against 1 of 5 in the real run" in low
+
+
+def test_the_run_threshold_itself_shows_the_real_run():
+    panel = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=5.0)
+    assert 'data-view="run"' in panel and "What-if" not in panel
+    assert panel == tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+
+
+def test_positions_without_a_draft_score_have_no_what_if():
+    panel = tokens.text_panel(Routing(SPECULATIVE), run_threshold=5.0, threshold=1.2)
+    assert spans(panel, "nowhatif") == [" v"]
+    assert "3 of 4 tokens would have gone to the big model, against 2 of 5 in the real run" in panel
+    only_target = tokens.text_panel(Routing(TARGET_ONLY), run_threshold=5.0, threshold=1.2)
+    assert "No what-if" in only_target and 'data-view="run"' in only_target
+    assert spans(only_target, "red") == [" t0", " t1", " t2"]
+
+
+# ---- messages in the text's place ----------------------------------------------------------------
+
+def test_a_message_is_escaped_and_an_error_is_marked_as_one():
+    error = tokens.message_panel("the prompt <b>is</b> empty", "error")
+    assert "&lt;b&gt;" in error and "<b>" not in error and 'data-kind="error"' in error and RED in error
+    assert 'data-kind="info"' in tokens.message_panel("Press Generate")
