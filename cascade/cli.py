@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's own speculative decoding")
     bench.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     bench.add_argument("--html", type=Path, default=None, help="write the speed/agreement chart here")
+    workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
+    add_model_flags(workers)
+    workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
+    workers.add_argument("--policy", choices=list(POLICY_TABLE), default="cascade", help="(default %(default)s)")
+    workers.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
+    workers.add_argument("--settings", nargs="+", default=["1x2", "2x2", "2x1"], metavar="NxT",
+                         help="engines x threads per model, in order (default %(default)s)")
     return parser
 
 
@@ -137,6 +144,19 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_workers_command(args: argparse.Namespace) -> int:
+    from .bench.workers import measure_workers, workers_table
+    from .examples import load_examples
+
+    examples = load_examples(args.prompts) if args.prompts else load_examples()
+    settings = [tuple(int(x) for x in s.lower().split("x")) for s in args.settings]
+    rows = measure_workers(model_config(model_flags(args)), examples,
+                           GenerationConfig(policy=args.policy, max_tokens=args.max_tokens), settings,
+                           log=lambda msg: print(msg, file=sys.stderr))
+    print(workers_table(rows))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -144,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_generate(args)
         if args.command == "bench":
             return run_bench_command(args)
+        if args.command == "workers":
+            return run_workers_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -120,11 +120,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(provider, describe=lambda: "toy models"):
+def serve(provider, describe=lambda: "toy models", concurrency: int = 1):
     """The page on a free local port, over `provider`; returns (demo, url). Close with demo.close()."""
     from cascade.ui.layout import build_demo
 
-    demo = build_demo(provider, describe_models=describe)
+    demo = build_demo(provider, describe_models=describe, concurrency=concurrency)
     _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                                      quiet=True)
     return demo, url

@@ -30,3 +30,11 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert "cascade_at_share" in result["bounds"]
     assert "| speculative k=2 |" in r.stdout and "tokens in one call" in r.stdout
     assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
+
+
+def test_the_workers_bench_compares_n_engines_with_one(toy):
+    r = cascade("workers", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8",
+                "--settings", "1x1", "2x1", "--n-ctx", "512", timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
+    assert len(lines) == 2 and "1.00×" in lines[0]

@@ -71,7 +71,7 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     page.get_by_label("Raw: the model continues the text").check()
     assert page.get_by_label("number input for Threshold (perplexity)").input_value() == str(RUN_THRESHOLD)
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary').innerText)",
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=90_000)
 
     # Red tokens (the big model's) and plain ones (the small model's), each with a hover text.
@@ -133,8 +133,85 @@ def test_more_settings_start_at_the_configs_defaults_and_reach_the_request(brows
     most.fill("5")
     most.press("Enter")
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary').innerText)",
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=60_000)
     summary = page.inner_text(".cascade-summary")
     assert re.search(r"\b5 tokens\b", summary) and "the most tokens allowed" in summary, summary
+    page.close()
+
+
+# ---- sharing a run ---------------------------------------------------------------------------------
+
+LINKED = {"prompt": "My name is Sam and I", "mode": "raw", "policy": "bild", "threshold": "3.5", "k": "2",
+          "rollback_threshold": "12", "max_tokens": "9", "temperature": "0.7", "seed": "42"}
+
+
+def shown_settings(page) -> dict[str, str]:
+    page.get_by_text("More settings").click()
+    return {"prompt": page.get_by_label("Prompt").input_value(),
+            "raw": str(page.get_by_label("Raw: the model continues the text").is_checked()),
+            "threshold": page.get_by_label("number input for Threshold (perplexity)").input_value(),
+            "k": page.get_by_label("number input for k: tokens the small model drafts per check (speculative)")
+            .input_value(),
+            "rollback_threshold": page.get_by_label("number input for Rollback threshold (bild)").input_value(),
+            "max_tokens": page.get_by_label("number input for Most tokens to write").input_value(),
+            "temperature": page.get_by_label("number input for Temperature (0 = always the likeliest token)")
+            .input_value(),
+            "seed": page.get_by_label("Seed").input_value()}
+
+
+def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{page_url}?{urlencode(LINKED)}")
+    page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    shown = shown_settings(page)
+    assert shown["prompt"] == LINKED["prompt"] and shown["raw"] == "True"
+    for name in ("threshold", "k", "rollback_threshold", "max_tokens", "temperature", "seed"):
+        assert float(shown[name]) == float(LINKED[name]), name
+    assert "bild" in page.inner_text(".cascade-text-box, body")  # the dropdown shows the linked policy
+
+    # Generate, then "Copy link": the URL carries the same settings, and opening it fills the page again.
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=60_000)
+    text = page.locator(".cascade-text").inner_text()
+    page.get_by_role("button", name="Copy link").click()
+    box = page.locator(".cascade-link textarea, .cascade-link input")
+    page.wait_for_function("() => { const e = document.querySelector('.cascade-link textarea, .cascade-link input');"
+                           " return e && e.value.startsWith('http'); }", timeout=15_000)
+    link = box.input_value()
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    assert query["prompt"] == LINKED["prompt"] and query["policy"] == "bild" and query["mode"] == "raw"
+    assert float(query["threshold"]) == 3.5 and int(query["k"]) == 2 and int(query["seed"]) == 42
+
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(link + "&run=1")  # and start it at once: the same request writes the same text
+    again.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                            timeout=60_000)
+    assert again.locator(".cascade-text").inner_text() == text
+    assert shown_settings(again) == shown_settings(page)
+    again.screenshot(path=str(ARTIFACTS / "page-from-link.png"), full_page=True)
+    # The finished run can be downloaded as one file.
+    with again.expect_download() as download:
+        again.get_by_role("button", name="Download this run").click()
+    assert download.value.suggested_filename.endswith(".html")
+    again.close()
+    page.close()
+
+
+def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{page_url}?prompt=Hello&k=0&temperature=hot&policy=seed&model=/etc/passwd")
+    page.wait_for_function("() => /could not all be used/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    message = page.inner_text(".cascade-summary")
+    assert "k must be between 1 and 32, got 0" in message and "temperature must be a number" in message
+    assert "'seed' is not offered" in message and "'model' is not a setting" in message
+    shown = shown_settings(page)
+    assert shown["prompt"] == "Hello"
+    assert float(shown["k"]) == limits(GenerationConfig, "k")["default"]
+    assert float(shown["temperature"]) == limits(GenerationConfig, "temperature")["default"]
     page.close()

@@ -45,6 +45,9 @@ HOW_TO_READ = """\
 - **Speed** is measured on the machine running this page, for this run; nothing here promises one.
   "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
   shows both measured speeds and where the two texts differ.
+- **Share:** "Copy link" gives an address that opens this page with the same settings (greedy or seeded
+  runs then write the same text). "Download this run" keeps the run in one file that opens in any
+  browser, without this page.
 """
 
 

@@ -1,0 +1,151 @@
+"""The page's engines: loaded once, lent one per running request, failures remembered a while, and an
+unreachable Hub told within seconds."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from gradio_client import Client
+
+from cascade import ModelConfig, ModelError
+from cascade.models import HUB_TIMEOUT_S, resolve_model
+from cascade.ui.service import EngineService
+
+from .helpers import engine_text, page_inputs, serve
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_failed_load_is_remembered_for_a_while_then_tried_again():
+    attempts, clock = [], Clock()
+
+    def loader(config, progress):
+        attempts.append(clock.now)
+        raise ModelError("the draft model file not found: small.gguf")
+
+    service = EngineService(ModelConfig(draft="small.gguf", target="large.gguf"), loader=loader, clock=clock,
+                            retry_after_s=60)
+    for _ in range(3):
+        with pytest.raises(ModelError, match="not found"):
+            service.engine()
+    assert len(attempts) == 1  # the two later requests were answered from memory
+    clock.now += 61
+    with pytest.raises(ModelError):
+        service.engine()
+    assert len(attempts) == 2 and not service.loaded
+
+
+def test_with_the_hub_down_the_second_generate_answers_at_once(monkeypatch, tmp_path):
+    """Through the page: a Hub that does not answer costs the first visitor the wait, not the next."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with silent_server() as port:
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+        service = EngineService(ModelConfig(draft="cascade-tests/down/small.gguf",
+                                            target="cascade-tests/down/large.gguf", n_threads=2))
+        demo, url = serve(service.lease)
+        try:
+            client = Client(url, verbose=False)
+            times, summaries = [], []
+            for _ in range(2):
+                started = time.monotonic()
+                summaries.append(client.predict(*page_inputs(), api_name="/generate")[2])
+                times.append(time.monotonic() - started)
+        finally:
+            demo.close()
+    assert all("unreachable" in s and "CASCADE_DRAFT" in s for s in summaries), summaries
+    assert summaries[0] == summaries[1]
+    assert times[0] < 10, f"the first answer took {times[0]:.1f} s"
+    assert times[1] < 1, f"the second answer took {times[1]:.1f} s"
+
+
+class silent_server:
+    """A port on this machine that accepts connections and never answers: a Hub that hangs."""
+
+    def __enter__(self) -> int:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def test_a_hub_that_never_answers_is_reported_within_seconds(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with silent_server() as port:
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+        started = time.monotonic()
+        with pytest.raises(ModelError, match="unreachable"):
+            resolve_model("cascade-tests/hangs/small.gguf", "draft")
+        took = time.monotonic() - started
+    print(f"\nan unreachable (silent) Hub was reported in {took:.1f} s")
+    assert took < min(10, HUB_TIMEOUT_S + 3)
+
+
+def test_two_workers_run_two_requests_at_once_each_on_its_own_engine(toy):
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, workers=2)
+    service = EngineService(config)
+    engines = service.engines()
+    assert len(engines) == 2 and engines[0] is not engines[1]
+    assert engines[0].pair.draft.llm is not engines[1].pair.draft.llm
+    in_use, peak, lock = set(), [0], threading.Lock()
+    requests = [page_inputs(prompt=p, policy=pol, max_tokens=24, temperature=t, seed=s)
+                for p, pol, t, s in (("The cat sat on the mat", "cascade", 0.0, 0), ("My name is Sam", "speculative", 0.8, 3),
+                                     ("Once upon a time", "bild", 0.0, 0), ("A dog and a cat", "target", 0.8, 5))]
+
+    def alone(inputs) -> str:
+        with service.lease() as engine:
+            return engine_text(engine, inputs)
+
+    expected = [alone(r) for r in requests]
+
+    def at_once(inputs) -> str:
+        with service.lease() as engine:
+            with lock:
+                assert id(engine) not in in_use, "two requests on one engine"
+                in_use.add(id(engine))
+                peak[0] = max(peak[0], len(in_use))
+            try:
+                return engine_text(engine, inputs)
+            finally:
+                with lock:
+                    in_use.discard(id(engine))
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(at_once, requests * 2))
+    assert got == expected * 2
+    assert peak[0] == 2
+
+
+def test_the_page_runs_as_many_generations_at_once_as_it_has_workers(toy):
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, workers=2)
+    service = EngineService(config)
+    demo, url = serve(service.lease, concurrency=2)
+    try:
+        inputs = [page_inputs(prompt="The cat sat on the mat", max_tokens=40),
+                  page_inputs(prompt="My name is Sam", policy="speculative", max_tokens=40)]
+        expected = [engine_text(service.engine(), i) for i in inputs]
+        with ThreadPoolExecutor(2) as pool:
+            texts = list(pool.map(lambda i: Client(url, verbose=False).predict(*i, api_name="/generate")[3], inputs))
+    finally:
+        demo.close()
+    assert texts == expected
