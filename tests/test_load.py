@@ -101,9 +101,9 @@ def test_ten_sessions_at_once_each_receive_exactly_their_own_text(toy):
         done = []
         for inputs in requests[i]:
             started = time.monotonic()
-            _, _, _, text, _ = client.submit(*inputs, api_name="/generate").result(timeout=300)
+            _, _, _, text = client.submit(*inputs, api_name="/generate").result(timeout=300)
             done.append((inputs, text, started, time.monotonic()))
-        _, numbers, _ = client.submit(api_name="/compare").result(timeout=300)
+        _, numbers = client.submit(api_name="/compare").result(timeout=300)
         return done, numbers
 
     started = time.monotonic()
@@ -183,11 +183,11 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
                 mid_stream += streaming
             job.cancel()  # what the page's Stop does: its click `cancels` the running generation
             pressed = time.monotonic()
-            _, _, _, text, _ = client.submit(*short, api_name="/generate").result(timeout=60)
+            _, _, _, text = client.submit(*short, api_name="/generate").result(timeout=60)
             answered_s.append(time.monotonic() - pressed)
             assert text == short_text, "a request after a Stop wrote another text"
             assert not engine.pair.lock.locked()
-        _, _, _, final_text, _ = client.submit(*final, api_name="/generate").result(timeout=120)
+        _, _, _, final_text = client.submit(*final, api_name="/generate").result(timeout=120)
     finally:
         demo.close()
     assert final_text == reference, "after the Stops, the page writes another text than a fresh process"

@@ -21,7 +21,9 @@ from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
 from cascade.config import limits  # noqa: E402
 from cascade.events import Summary, TokenEvent  # noqa: E402
 from cascade.settings import model_config  # noqa: E402
-from cascade.ui.handlers import GENERATE_INPUTS, Run, Update, make_generate, request_config, stop, whatif  # noqa: E402
+from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, make_generate, offer_download, request_config,  # noqa: E402
+                                  stop, whatif)
+from cascade.ui.runfile import read_run  # noqa: E402
 from cascade.ui.service import EngineService, hide_paths, public_message  # noqa: E402
 
 from .helpers import ROOT, SlowEngine, engine_for, engine_text, page_inputs, serve  # noqa: E402
@@ -55,7 +57,7 @@ def page(toy_engine):
 def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
     inputs = page_inputs()  # 32 tokens, over 50 events: a second of pauses, four updates a second
     job = Client(page, verbose=False).submit(*inputs, api_name="/generate")
-    html, plot, summary, text, download = job.result(timeout=120)
+    html, plot, summary, text = job.result(timeout=120)
     outputs = job.outputs()
     assert len(outputs) >= 3, "expected several intermediate updates before the final one"
     lengths = [len(o[3]) for o in outputs]
@@ -65,17 +67,12 @@ def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
     assert text == expected.text
     assert f"{expected.n_target_tokens} of {expected.n_tokens} tokens" in summary and "tokens/s" in summary
     assert html.count('class="tok red target"') > 0 and plot["type"] == "plotly"
-    # Once finished, "Download this run" offers the run as one file that holds this very text.
-    from cascade.ui.runfile import read_run
-
-    assert download["visible"] is True
-    assert read_run(Path(download["value"]).read_text())["summary"]["text"] == expected.text
 
 
 def test_compare_runs_the_big_model_alone_on_the_same_prompt(page, toy_engine):
     client = Client(page, verbose=False)  # one client is one session: compare reads this session's run
     client.predict(*page_inputs(), api_name="/generate")
-    html, numbers, download = client.predict(api_name="/compare")
+    html, numbers = client.predict(api_name="/compare")
     alone = engine_text(toy_engine, page_inputs(policy="target"))
     assert numbers["big_model_alone"]["text"] == alone and numbers["big_model_alone"]["policy"] == "target"
     assert numbers["this_run"]["policy"] == "cascade" and numbers["this_run"]["text"] == engine_text(toy_engine,
@@ -85,7 +82,7 @@ def test_compare_runs_the_big_model_alone_on_the_same_prompt(page, toy_engine):
 
 
 def test_compare_before_any_run_says_what_to_do(page):
-    html, numbers, download = Client(page, verbose=False).predict(api_name="/compare")
+    html, numbers = Client(page, verbose=False).predict(api_name="/compare")
     assert "Generate a text first" in html and numbers is None
 
 
@@ -99,7 +96,7 @@ def test_stop_leaves_the_models_ready_for_the_next_request(page, toy_engine):
     while not job.outputs() and time.monotonic() < deadline:
         time.sleep(0.05)
     job.cancel()
-    _, _, _, text, _ = client.predict(*page_inputs(), api_name="/generate")
+    _, _, _, text = client.predict(*page_inputs(), api_name="/generate")
     assert text == engine_text(toy_engine, page_inputs())
     assert time.monotonic() - started < full_run_s / 2, "the stopped generation seems to have run to its end"
 
@@ -107,7 +104,7 @@ def test_stop_leaves_the_models_ready_for_the_next_request(page, toy_engine):
 def test_settings_out_of_range_are_answered_in_words(page):
     # The page passes every value to GenerationConfig, which names the setting and its range; the answer
     # is the page's own, in the text's place and in the summary, not a Gradio error.
-    html, plot, summary, text, download = Client(page, verbose=False).predict(*page_inputs(k=0), api_name="/generate")
+    html, plot, summary, text = Client(page, verbose=False).predict(*page_inputs(k=0), api_name="/generate")
     for shown in (html, summary):
         assert "Please check the settings: k must be between 1 and 32, got 0." in shown
     assert plot is None and text == ""
@@ -148,11 +145,22 @@ def test_the_what_if_handler_recolours_a_finished_run_and_leaves_a_running_one_a
 def test_stop_keeps_what_was_streamed_as_a_finished_run(toy_engine):
     events, _ = through_engine(toy_engine, page_inputs())
     running = Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]))
-    stopped, summary, download = stop(running)
+    stopped, summary = stop(running)
     assert stopped == Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]), running=False)
     assert summary.startswith("**Stopped after ")
-    assert download["visible"] is True  # a stopped run can be kept too
-    assert stop(stopped) == (gr.skip(),) * 3 and stop(None) == (gr.skip(),) * 3
+    assert stop(stopped) == (gr.skip(),) * 2 and stop(None) == (gr.skip(),) * 2
+    download = offer_download(stopped)  # a stopped run can be kept too
+    assert download["visible"] is True and read_run(Path(download["value"]).read_text())["summary"] is None
+
+
+def test_a_finished_run_is_offered_as_a_file_that_holds_it(toy_engine):
+    events, summary = through_engine(toy_engine, page_inputs())
+    finished = Run(PROMPT, GenerationConfig(chat=False), tuple(events), summary, running=False)
+    download = offer_download(finished)
+    assert download["visible"] is True
+    assert read_run(Path(download["value"]).read_text())["summary"]["text"] == summary.text
+    hidden = offer_download(None)
+    assert hidden["visible"] is False
 
 
 # ---- the models: loading, failing, choosing ------------------------------------------------------
@@ -166,7 +174,7 @@ def test_an_unreachable_hub_is_a_friendly_message_without_paths(monkeypatch, tmp
                                         target="cascade-tests/no-such-repo/large.gguf", n_threads=2))
     demo, url = serve(service.engine)
     try:
-        html, plot, summary, text, download = Client(url, verbose=False).predict(*page_inputs(), api_name="/generate")
+        html, plot, summary, text = Client(url, verbose=False).predict(*page_inputs(), api_name="/generate")
     finally:
         demo.close()
     for shown in (html, summary):
@@ -228,7 +236,7 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
 
     def by_page() -> tuple[float, str]:
         started = time.perf_counter()
-        _, _, page_summary, text, _ = client.predict(*inputs, api_name="/generate")
+        _, _, page_summary, text = client.predict(*inputs, api_name="/generate")
         n_tokens = int(re.search(r"of (\d+) tokens", page_summary).group(1))
         return n_tokens / (time.perf_counter() - started), text
 

@@ -312,7 +312,7 @@ def test_an_unreachable_hub_named_by_the_environment_is_a_message_without_paths(
                 pass
             assert app.poll() is None and time.monotonic() < deadline, "app.py did not start"
             time.sleep(0.3)
-        html, plot, summary, text, download = Client(url, verbose=False).predict(*NORMAL, api_name="/generate")
+        html, plot, summary, text = Client(url, verbose=False).predict(*NORMAL, api_name="/generate")
     finally:
         app.terminate()
         log, _ = app.communicate(timeout=30)

@@ -93,10 +93,13 @@ class Update:
 
 
 OUTPUTS = tuple(f.name for f in fields(Update))
-GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run", "download")
-COMPARE_OUTPUTS = ("compare_html", "numbers", "run", "download")
+GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run")
+COMPARE_OUTPUTS = ("compare_html", "numbers", "run")
 WHATIF_OUTPUTS = ("text_html", "chart")
-STOP_OUTPUTS = ("run", "summary", "download")
+STOP_OUTPUTS = ("run", "summary")
+# After a generation, a comparison or a Stop, the file that keeps the run is written in a step of its
+# own, so that the generation's own time does not include it.
+DOWNLOAD_OUTPUTS = ("download",)
 
 
 class Throttle:
@@ -132,16 +135,16 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
 # ---- what each output shows -----------------------------------------------------------------------
 
 def run_update(run: Run) -> Update:
-    """The text, the chart, the summary and the plain text of a run in progress or finished; once it
-    has finished, the file that keeps it."""
+    """The text, the chart, the summary and the plain text of a run in progress or finished."""
     routing, threshold = Routing(run.events), run.config.threshold
     return Update(text_html=tokens.text_panel(routing, run_threshold=threshold),
                   chart=chart.perplexity_figure(routing, threshold), summary=summary_markdown(run),
-                  plain_text=run.text, run=run, download=KEEP if run.running else download_button(run))
+                  plain_text=run.text, run=run)
 
 
-def download_button(run: Run | None) -> Any:
-    """The "Download this run" button: shown with a file that keeps `run`, or hidden when there is none."""
+def offer_download(run: Run | None) -> Any:
+    """The "Download this run" button (the one output, so Gradio takes the value itself): shown with a
+    file that keeps `run` once it has finished or was stopped, hidden while there is none."""
     if run is None or run.running:
         return gr.update(value=None, visible=False)
     return gr.update(value=str(save_run_file(run)), visible=True)
@@ -176,10 +179,9 @@ def summary_markdown(run: Run) -> str:
 
 
 def message_update(message: str) -> Update:
-    """An error in the text's place; the chart, the plain text, the remembered run and its file are
-    cleared."""
+    """An error in the text's place; the chart, the plain text and the remembered run are cleared."""
     return Update(text_html=tokens.message_panel(message, "error"), chart=None, summary=f"**{message}**",
-                  plain_text="", run=None, download=download_button(None))
+                  plain_text="", run=None)
 
 
 class EngineUnavailable(Exception):
@@ -270,7 +272,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
                     numbers = {"this_run": run.summary.to_dict(), "big_model_alone": event.to_dict()}
                     compared = replace(run, comparison=event)
                     yield Update(compare_html=sentences.compare_html(run.summary, event), numbers=numbers,
-                                 run=compared, download=download_button(compared))
+                                 run=compared)
                     return
                 events.append(event)
                 if due():
@@ -298,4 +300,4 @@ def stop(run: Run | None) -> tuple:
     if run is None or not run.running:
         return Update().values(STOP_OUTPUTS)
     run = replace(run, running=False)
-    return Update(run=run, summary=summary_markdown(run), download=download_button(run)).values(STOP_OUTPUTS)
+    return Update(run=run, summary=summary_markdown(run)).values(STOP_OUTPUTS)

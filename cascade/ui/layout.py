@@ -14,8 +14,8 @@ from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
 from . import tokens
-from .handlers import (COMPARE_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, WHATIF_OUTPUTS,
-                       EngineProvider, make_compare, make_generate, stop, whatif)
+from .handlers import (COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, Update,
+                       WHATIF_OUTPUTS, EngineProvider, make_compare, make_generate, offer_download, stop, whatif)
 from .link import copy_link_js, read_link
 
 INTRO = """\
@@ -155,8 +155,11 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         comparing = compare_btn.click(
             make_compare(engine_provider), inputs=[out["run"]], outputs=outputs(COMPARE_OUTPUTS),
             api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[out["compare_html"]])
-        stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS), cancels=[generating, comparing],
-                       queue=False, api_visibility="private")
+        stopping = stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS),
+                                  cancels=[generating, comparing], queue=False, api_visibility="private")
+        for event in (generating, comparing, stopping):
+            event.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
+                       show_progress="hidden", api_visibility="private")
         inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"]], outputs=outputs(WHATIF_OUTPUTS),
                                    queue=False, show_progress="hidden", trigger_mode="always_last",
                                    api_visibility="private")
@@ -166,9 +169,12 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         autorun = gr.State(False)
         loading = demo.load(apply_link, outputs=link_controls + [out["summary"], autorun], queue=False,
                             api_visibility="private")
-        loading.then(make_autorun(engine_provider), inputs=[autorun] + link_controls,
-                     outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
-                     concurrency_id="models", show_progress_on=[out["text_html"]], api_visibility="private")
+        autorunning = loading.then(make_autorun(engine_provider), inputs=[autorun] + link_controls,
+                                   outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
+                                   concurrency_id="models", show_progress_on=[out["text_html"]],
+                                   api_visibility="private")
+        autorunning.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
+                         show_progress="hidden", api_visibility="private")
         if describe_models is not None:
             demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
     return demo
@@ -190,5 +196,7 @@ def make_autorun(engine_provider: EngineProvider):
     def autorun(asked: Any, *values: Any):
         if asked is True:  # (loading messages are not shown on this path: Gradio passes no progress)
             yield from generate(*values)
+        else:
+            yield Update().values(GENERATE_OUTPUTS)  # leave the page as the link made it
 
     return autorun
