@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run only these policies (the target always runs: every figure is relative to it)")
     bench.add_argument("--no-seed", action="store_true", help="skip the seed's slow reference loop")
     bench.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp's own speculative decoding")
+    bench.add_argument("--draft-variant", action="append", default=[], metavar="NAME=PATH",
+                       help="also run every case with this draft (the same target), side by side (repeatable)")
     bench.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     bench.add_argument("--html", type=Path, default=None, help="write the speed/agreement chart here")
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
@@ -76,7 +79,10 @@ def run_generate(args: argparse.Namespace) -> int:
     out = sys.stdout
     events: list[TokenEvent] = []
     summary: Summary | None = None
-    for event in Engine(pair).generate(args.prompt, config):
+    engine = Engine(pair)
+    if POLICY_TABLE[config.policy].steered:
+        engine.calibrate()  # part of loading: auto's first (and only) request starts informed
+    for event in engine.generate(args.prompt, config):
         if isinstance(event, TokenEvent):
             events.append(event)
         else:
@@ -121,16 +127,25 @@ def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
 
 def run_bench_command(args: argparse.Namespace) -> int:
     from .bench import default_cases, report, run_bench
+    from .bench.run import with_draft_variants
     from .bench.peer import llama_cpp_peer
     from .examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
-    engine = Engine(load_pair(model_config(model_flags(args)), progress=lambda m: log(f"[{m}]")))
+    models = model_config(model_flags(args))
+    engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")))
+    variants = {}
+    for spec in args.draft_variant:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--draft-variant takes NAME=PATH, got {spec!r}")
+        variants[name] = Engine(load_pair(dataclasses.replace(models, draft=path), progress=lambda m: log(f"[{m}]")))
     cases = default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
     if args.only:
         cases = [c for c in cases if c.config.policy in args.only]
-    result = run_bench(engine, examples, cases, args.max_tokens, log=log)
+    result = run_bench(engine, examples, with_draft_variants(cases, list(variants)), args.max_tokens, log=log,
+                       variants=variants)
     if not args.no_llama_cpp:
         result.llama_cpp = llama_cpp_peer(engine.pair, examples, args.ks, args.max_tokens, log=log)
     print(report.headline(result, len(examples), args.max_tokens) + "\n")

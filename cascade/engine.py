@@ -25,6 +25,11 @@ from .recorder import Recorder
 from .text import TextAssembler
 
 
+# Ordinary prose for `Engine.calibrate`: long enough to give a dozen batches of each size.
+CALIBRATION_PROMPT = ("The little town by the river had one bakery, two schools and a market every Saturday. "
+                      "People came from the villages around to sell vegetables, cheese and bread, and")
+
+
 @dataclass(frozen=True)
 class Proposal:
     """A token the draft sampled, with what the later decisions need to know about it."""
@@ -72,12 +77,28 @@ class Engine:
             self.pair.target.clear()
             yield from Generation(self.pair, prompt_tokens, config, self.tuner if policy.steered else None).run()
 
+    def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
+        """Teach `auto` this pair's costs before any request, as part of loading: a short run of the
+        target alone (its cost per token) and one of speculative decoding (the draft's cost, the
+        target's batches, how often the two agree), both watched by auto's tuner. No request's time
+        includes it, so auto's first request already writes the way it predicts fastest."""
+        with self.pair.lock:
+            prompt_tokens = self.encode(prompt, chat=False)
+            for config in (GenerationConfig(policy="target", max_tokens=tokens, chat=False),
+                           GenerationConfig(policy="speculative", k=4, max_tokens=tokens, chat=False)):
+                self.pair.draft.clear()
+                self.pair.target.clear()
+                for _ in Generation(self.pair, prompt_tokens, config, watchers=[self.tuner]).run():
+                    pass
+
 
 class Generation:
-    """One request's run of the loop. `run()` yields its events, then its Summary."""
+    """One request's run of the loop. `run()` yields its events, then its Summary.
+
+    `tuner` steers: it chooses how each round is written (auto). `watchers` only observe."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
-                 tuner: AutoTuner | None = None) -> None:
+                 tuner: AutoTuner | None = None, watchers: Sequence[Observer] = ()) -> None:
         self.pair, self.config, self.tuner = pair, config, tuner
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
@@ -93,7 +114,7 @@ class Generation:
         self.stop_reason: StopReason | None = None
         self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None,
                                  device=pair.config.device)
-        self.observers: list[Observer] = [self.recorder] + ([tuner] if tuner is not None else [])
+        self.observers: list[Observer] = [self.recorder, *watchers] + ([tuner] if tuner is not None else [])
 
     # ---- the loop ---------------------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ class Summary:
     modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
     first_token_s: float | None = None  # when the output's first token came (reading the prompt included)
     device: str = ""  # where the models ran, in words ("CPU, 2 threads")
+    # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
+    call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
 
     @property
     def target_share(self) -> float:

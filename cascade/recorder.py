@@ -24,6 +24,7 @@ class Recorder(Observer):
         self.drafted = 0
         self.modes: Counter[str] = Counter()
         self.first_token_s: float | None = None
+        self.calls: dict[str, Counter[int]] = {"draft": Counter(), "target": Counter()}  # call sizes
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -31,6 +32,9 @@ class Recorder(Observer):
     def round_started(self, mode: Mode) -> None:
         if self.steered:  # a fixed policy's rounds are all alike; auto's say what it chose
             self.modes[mode.label] += 1
+
+    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
+        self.calls[model][n_tokens] += 1
 
     def proposed(self, doubtful: bool) -> None:
         self.drafted += 1
@@ -50,4 +54,5 @@ class Recorder(Observer):
             n_rolled_back=c["rolled_back"], wall_s=self.elapsed(),
             draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
             modes=dict(self.modes), first_token_s=self.first_token_s, device=self.device,
+            call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from cascade.auto import AutoTuner
@@ -90,3 +92,26 @@ def test_no_probe_when_the_drafts_catch_up_costs_too_much():
     tuner = tuner_with(d=0.045, t1=0.05, b=0.03, escalation=0.3, alpha=0.5)
     names = [tuner.choose(horizon=40, draft_lag=200).policy.name for _ in range(3 * tuner.probe_every)]
     assert set(names) == {"target"}
+
+
+def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_first_round(toy):
+    from cascade import Engine, ModelConfig, load_pair
+
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+    engine.calibrate()
+    tuner = engine.tuner
+    assert None not in (tuner.draft_step.value, tuner.target_step.value, tuner.target_extra.value,
+                        tuner.alpha.value, tuner.escalation.value), "calibration measures every estimate"
+    expected = copy.deepcopy(tuner).choose(horizon=40)
+    _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
+    first_mode = next(iter(s.modes))
+    assert first_mode == expected.label  # no round spent measuring: the first one is the chosen way
+    assert s.n_tokens == 40
+
+
+def test_without_calibration_the_first_rounds_measure(toy):
+    from cascade import Engine, ModelConfig, load_pair
+
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+    _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
+    assert list(s.modes)[:2] == ["target", "speculative k=2"]

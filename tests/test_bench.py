@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from cascade.bench.costs import Costs, bounds
+from cascade.bench.run import Case, with_draft_variants
+from cascade.config import GenerationConfig
+
 from .helpers import cascade
 
 
@@ -26,7 +32,11 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert rows["speculative k=2"]["agreement"] == 1.0 and rows["speculative k=2"]["same_text"] == 2
     for row in result["rows"]:
         assert row["n_tokens"] > 0 and row["tokens_per_s"] > 0 and 0 <= row["overhead"] < 1
-    assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16"}
+    assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16", "32", "64"}
+    for row in result["rows"]:  # every row but the seed's loop is set against the bound of its own calls
+        if row["policy"] != "seed":
+            assert 0 < row["efficiency"] and row["bound_s"] > 0, row["label"]
+    assert rows["auto"]["modes"] and "vs bound" in r.stdout
     assert "cascade_at_share" in result["bounds"]
     assert "| speculative k=2 |" in r.stdout and "tokens in one call" in r.stdout
     assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
@@ -38,3 +48,45 @@ def test_the_workers_bench_compares_n_engines_with_one(toy):
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
     assert len(lines) == 2 and "1.00×" in lines[0]
+
+
+SYNTHETIC = Costs(draft_step_s=0.02, target_step_s=0.05,
+                  target_batch_s={1: 0.05, 2: 0.06, 4: 0.08, 8: 0.12, 16: 0.20},
+                  draft_batch_s={1: 0.02, 2: 0.025, 4: 0.03, 8: 0.04, 16: 0.06})
+
+
+def test_a_runs_bound_is_the_cost_of_its_own_calls_at_the_measured_prices():
+    # 10 single draft steps, one 16-token prompt read and 3 checks of 5 tokens by the target, one of 40.
+    calls = {"draft": {1: 10, 16: 1}, "target": {5: 3, 40: 1}}
+    by_hand = 10 * 0.02 + 0.06 + 3 * (0.08 + (0.12 - 0.08) / 4) + 0.20 * 40 / 16
+    assert SYNTHETIC.calls_s(calls) == pytest.approx(by_hand)
+
+
+def test_the_bounds_of_each_policy_against_a_hand_computation():
+    b = bounds(SYNTHETIC, horizon=100, measured_acceptance={2: 0.5})
+    # speculative, every draft kept, k=2: (2 d + t(3)) / 3 tokens; t(3) interpolated = 0.07
+    assert b.speculative_best_case[2] == pytest.approx(0.05 / ((2 * 0.02 + 0.07) / 3))
+    # at acceptance 0.5: (1 - 0.5^3) / 0.5 = 1.75 tokens a round
+    assert b.speculative_at_measured_acceptance[2] == pytest.approx(0.05 / ((2 * 0.02 + 0.07) / 1.75))
+    # cascade that never escalates runs at the draft's own speed
+    assert b.cascade_at_share[0.0] == pytest.approx(0.05 / 0.02)
+
+
+def test_draft_variants_repeat_every_case_but_the_seeds_loop():
+    cases = [Case("cascade 5", GenerationConfig(policy="cascade")), Case("seed", GenerationConfig(policy="seed"))]
+    out = with_draft_variants(cases, ["q4_0"])
+    assert [(c.label, c.draft) for c in out] == [("cascade 5", ""), ("seed", ""), ("cascade 5 · q4_0", "q4_0")]
+
+
+def test_a_draft_variant_runs_beside_the_main_draft_in_one_bench(toy, tmp_path):
+    out = tmp_path / "bench.json"
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"name": "name", "prompt": "My name is A", "chat": False}]))
+    r = cascade("bench", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+                "--max-tokens", "8", "--only", "cascade", "--thresholds", "3", "--no-seed", "--no-llama-cpp",
+                "--draft-variant", f"large={toy.large}", "--json", str(out), timeout=300)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(out.read_text())
+    assert [(row["label"], row["draft"]) for row in result["rows"]] == [
+        ("target", ""), ("cascade 3", ""), ("cascade 3 · large", "large")]
+    assert set(result["variant_costs"]) == {"large"} and "draft · large" in r.stdout

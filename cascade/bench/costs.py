@@ -16,7 +16,8 @@ from ..costmodel import cascade_cost, speculative_cost
 from ..models import ModelPair
 from ..runner import ModelRunner
 
-BATCH_SIZES = (1, 2, 4, 8, 16)
+# Verification batches are small; 32 and 64 stand for catch-ups and a prompt's reading.
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,17 @@ class Costs:
 
     def target_batch(self, n: int) -> float:
         """Cost of a target call over n tokens, interpolated linearly between measured sizes."""
-        sizes = sorted(self.target_batch_s)
-        if n > sizes[-1]:  # beyond what was measured, the per-token cost of the largest batch
-            return self.target_batch_s[sizes[-1]] * n / sizes[-1]
-        return float(np.interp(n, sizes, [self.target_batch_s[s] for s in sizes]))
+        return _interpolate(self.target_batch_s, n)
+
+    def call_s(self, model: str, n: int) -> float:
+        """Cost of one call of `model` ("draft" or "target") over n tokens."""
+        return _interpolate(self.draft_batch_s if model == "draft" else self.target_batch_s, n)
+
+    def calls_s(self, call_sizes: dict[str, dict[int, int]]) -> float:
+        """What a run's calls ({model: {tokens: calls}}, as a Summary records them) cost at these prices:
+        the least model time that run's own pattern of calls could take."""
+        return sum(count * self.call_s(model, int(n)) for model, sizes in call_sizes.items()
+                   for n, count in sizes.items())
 
     def target_extra_s(self) -> float:
         """The target's cost for each further token of a call (from 1 to 16 tokens)."""
@@ -49,6 +57,13 @@ class Costs:
     def to_dict(self) -> dict:
         return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,
                 "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s}
+
+
+def _interpolate(measured: dict[int, float], n: int) -> float:
+    sizes = sorted(measured)
+    if n > sizes[-1]:  # beyond what was measured, the per-token cost of the largest batch
+        return measured[sizes[-1]] * n / sizes[-1]
+    return float(np.interp(n, sizes, [measured[s] for s in sizes]))
 
 
 def _time_batches(runner: ModelRunner, context: list[int], sizes, repeats: int) -> dict[int, float]:

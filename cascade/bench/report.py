@@ -10,13 +10,18 @@ from .run import BenchResult
 def markdown_table(result: BenchResult) -> str:
     target_tps = result.target.total.tokens_per_s
     lines = ["| policy | tok/s | vs target | target share | draft kept | agreement | same text | overhead | "
-             "memory (RSS) |", "|---|---|---|---|---|---|---|---|---|"]
+             "vs bound | memory (RSS) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in result.rows:
         d = r.to_dict(target_tps)
         acc = f"{d['acceptance']:.0%}" if d["acceptance"] is not None else "–"
+        eff = f"{d['efficiency']:.2f}" if d["efficiency"] is not None else "–"
         lines.append(f"| {d['label']} | {d['tokens_per_s']:.2f} | {d['speedup']:.2f}× | {d['target_share']:.0%} | "
                      f"{acc} | {d['agreement']:.0%} | {d['same_text']}/{d['prompts']} | {d['overhead']:.1%} | "
-                     f"{d['rss_mb']:.0f} MB |")
+                     f"{eff} | {d['rss_mb']:.0f} MB |")
+    auto = [r for r in result.rows if r.config.policy == "auto"]
+    for r in auto:
+        modes = r.to_dict(target_tps)["modes"]
+        lines.append(f"\n{r.label}: rounds by way of writing: " + ", ".join(f"{m} {n}" for m, n in modes.items()))
     if result.llama_cpp:
         lines += ["", "Writing speed after the first token (llama.cpp reports its \"decoded\" speed so):", "",
                   "| k | ours, speculative | llama.cpp speculative | ratio |", "|---|---|---|---|"]
@@ -34,13 +39,18 @@ def markdown_table(result: BenchResult) -> str:
 
 def costs_table(result: BenchResult) -> str:
     c, b = result.costs, result.bounds
-    lines = ["| tokens in one call | draft | target |", "|---|---|---|"]
+    variants = result.variant_costs
+    lines = ["| tokens in one call | draft | target |" + "".join(f" draft · {name} |" for name in variants),
+             "|---|---|---|" + "---|" * len(variants)]
     for n in c.target_batch_s:
-        lines.append(f"| {n} | {c.draft_batch_s[n] * 1000:.1f} ms | {c.target_batch_s[n] * 1000:.1f} ms |")
+        lines.append(f"| {n} | {c.draft_batch_s[n] * 1000:.1f} ms | {c.target_batch_s[n] * 1000:.1f} ms |"
+                     + "".join(f" {v.draft_batch_s[n] * 1000:.1f} ms |" for v in variants.values()))
     lines.append("\nBest speed these costs allow, as a ratio to the target alone: cascade with a share s of "
                  "tokens escalated, evenly spread " + ", ".join(f"s={s:.2f}: {v:.2f}×" for s, v in b.cascade_at_share.items())
                  + "; speculative if every draft were accepted "
                  + ", ".join(f"k={k}: {v:.2f}×" for k, v in b.speculative_best_case.items()) + ".")
+    lines.append("\n\"vs bound\": each row's measured speed over the best its own calls allow at these costs (the "
+                 "time its runs' calls, by size, would take at the costs above, over the time they took).")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..config import GenerationConfig
 from ..engine import Engine
@@ -28,6 +28,7 @@ Log = Callable[[str], None]
 class Case:
     label: str
     config: GenerationConfig
+    draft: str = ""  # which draft variant's engine runs it ("" the main one; see `run_bench`)
 
 
 def total(summaries: Sequence[Summary]) -> Summary:
@@ -39,7 +40,7 @@ def total(summaries: Sequence[Summary]) -> Summary:
     return dataclasses.replace(
         first, text="", stop_reason=first.stop_reason, **{name: add(name) for name in counts},
         draft=sum((s.draft for s in summaries), ModelStats()), target=sum((s.target for s in summaries), ModelStats()),
-        modes={}, first_token_s=None)
+        modes={}, first_token_s=None, call_sizes={})
 
 
 @dataclass
@@ -48,7 +49,9 @@ class Row:
 
     label: str
     config: GenerationConfig
+    draft: str = ""  # the draft variant ("" the main one)
     runs: list[Summary] = field(default_factory=list)
+    bound_s: float | None = None  # the least model time its runs' own calls allow at the measured costs
     agree_tokens: int = 0  # positions equal to the target's own greedy text
     ref_tokens: int = 0
     same_text: int = 0
@@ -75,25 +78,41 @@ class Row:
         speeds = [s.writing_tokens_per_s for s in self.runs if s.writing_tokens_per_s is not None]
         return sum(speeds) / len(speeds) if speeds else None
 
+    @property
+    def efficiency(self) -> float | None:
+        """Measured speed over the bound speed: the bound's time over the time the runs took."""
+        return self.bound_s / self.total.wall_s if self.bound_s is not None and self.total.wall_s else None
+
     def to_dict(self, target_tps: float) -> dict:
         t = self.total
-        return {"label": self.label, "policy": self.config.policy, "k": self.config.k,
+        return {"label": self.label, "policy": self.config.policy, "k": self.config.k, "draft": self.draft,
                 "threshold": self.config.threshold, "prompts": len(self.runs), "n_tokens": t.n_tokens,
                 "wall_s": t.wall_s, "target_tokens": t.n_target_tokens, "draft_tokens": t.n_draft_tokens,
                 "drafted": t.n_drafted, "tokens_per_s": t.tokens_per_s,
                 "speedup": t.tokens_per_s / target_tps if target_tps else None, "target_share": t.target_share,
                 "acceptance": t.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
                 "overhead": t.overhead_s / t.wall_s if t.wall_s else 0.0, "rss_mb": self.rss_mb,
-                "decode_tok_s": self.writing_tokens_per_s}
+                "decode_tok_s": self.writing_tokens_per_s, "bound_s": self.bound_s, "efficiency": self.efficiency,
+                "modes": _modes(self.runs)}
+
+
+def _modes(runs: Sequence[Summary]) -> dict[str, int]:
+    """auto's rounds by way of writing, over all runs."""
+    out: dict[str, int] = {}
+    for s in runs:
+        for mode, n in s.modes.items():
+            out[mode] = out.get(mode, 0) + n
+    return out
 
 
 @dataclass
 class BenchResult:
     rows: list[Row]
-    costs: Costs
+    costs: Costs  # the main pair's
     bounds: Bounds
     machine: Machine
     llama_cpp: list[PeerResult] | None = None  # None: not run or not built
+    variant_costs: dict[str, Costs] = field(default_factory=dict)  # each draft variant's pair
 
     @property
     def target(self) -> Row:
@@ -107,7 +126,8 @@ class BenchResult:
         peer = ({"skipped": "llama-speculative-simple not built (scripts/build-llama-cpp-tools)"}
                 if self.llama_cpp is None else {str(p.k): p.to_dict() for p in self.llama_cpp})
         return {"rows": [r.to_dict(target_tps) for r in self.rows], "costs": self.costs.to_dict(),
-                "bounds": self.bounds.to_dict(), "machine": self.machine.to_dict(), "llama_cpp": peer}
+                "bounds": self.bounds.to_dict(), "machine": self.machine.to_dict(), "llama_cpp": peer,
+                "variant_costs": {name: c.to_dict() for name, c in self.variant_costs.items()}}
 
 
 def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 20),
@@ -136,27 +156,43 @@ def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tupl
     return summary, tokens
 
 
+def with_draft_variants(cases: Sequence[Case], variants: Sequence[str]) -> list[Case]:
+    """Every case again for each draft variant (but the seed's slow loop), labelled with its name."""
+    out = list(cases)
+    for name in variants:
+        out += [Case(f"{c.label} · {name}", c.config, draft=name) for c in cases if c.config.policy != "seed"]
+    return out
+
+
 def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,
-              log: Log = print) -> BenchResult:
+              log: Log = print, variants: Mapping[str, Engine] | None = None) -> BenchResult:
+    """Every case on every prompt, the target alone before and after each prompt's cases. `variants`
+    are engines with other drafts (the same target) for the cases that name them."""
     examples = list(examples)
+    engines = {"": engine, **(variants or {})}
     target_config = GenerationConfig(policy="target", max_tokens=max_tokens)
-    rows = [Row("target", target_config)] + [Row(c.label, c.config) for c in cases]
-    # One short warm-up so first-call costs (page faults of the mmapped weights) land nowhere.
-    run_once(engine, examples[0], GenerationConfig(policy="speculative", max_tokens=4))
+    rows = [Row("target", target_config)] + [Row(c.label, c.config, c.draft) for c in cases]
+    for e in engines.values():
+        e.calibrate()  # as loading: weights paged in, auto's costs measured; no case pays for it
     for example in examples:
         log(f"prompt: {example.name}")
         first, reference = run_once(engine, example, target_config)
         rows[0].add(first, reference, reference)
         for row in rows[1:]:
-            summary, tokens = run_once(engine, example, row.config)
+            summary, tokens = run_once(engines[row.draft], example, row.config)
             row.add(summary, tokens, reference)
-            release_seed_models(engine.pair)
-            log(f"  {row.label:22s} {summary.tokens_per_s:6.2f} tok/s  {summary.n_tokens} tokens")
+            release_seed_models(engines[row.draft].pair)
+            log(f"  {row.label:26s} {summary.tokens_per_s:6.2f} tok/s  {summary.n_tokens} tokens")
         last, tokens = run_once(engine, example, target_config)
         rows[0].add(last, tokens, reference)
-    costs = measure_costs(engine.pair, engine.encode(examples[0].prompt, examples[0].chat))
+    context = engine.encode(examples[0].prompt, examples[0].chat)
+    costs = {name: measure_costs(e.pair, context) for name, e in engines.items()}
+    for row in rows:
+        if all(s.call_sizes for s in row.runs):
+            row.bound_s = sum(costs[row.draft].calls_s(s.call_sizes) for s in row.runs)
     horizon = max(r.total.n_tokens // max(len(r.runs), 1) for r in rows)
     measured_acceptance = {r.config.k: r.total.acceptance_rate for r in rows
-                           if r.config.policy == "speculative" and r.total.acceptance_rate}
-    return BenchResult(rows=rows, costs=costs, bounds=bounds(costs, horizon, measured_acceptance),
-                       machine=describe_machine(engine.pair))
+                           if r.config.policy == "speculative" and not r.draft and r.total.acceptance_rate}
+    return BenchResult(rows=rows, costs=costs[""], bounds=bounds(costs[""], horizon, measured_acceptance),
+                       machine=describe_machine(engine.pair),
+                       variant_costs={name: c for name, c in costs.items() if name})

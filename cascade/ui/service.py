@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..config import GenerationConfig, ModelConfig
+from ..config import ModelConfig
 from ..engine import Engine
 from ..models import ModelError, ModelPair, load_pair, parse_model_spec
 from ..settings import model_config
@@ -123,10 +123,10 @@ class EngineService:
 
 
 def warm_up(engine: Engine) -> None:
-    """One short generation through both models, so the first visitor's measured speed is not the
-    cost of the operating system paging the weights in (loading, which measurements exclude)."""
-    for _ in engine.generate("Hello", GenerationConfig(policy="speculative", k=1, max_tokens=2, chat=False)):
-        pass
+    """Short generations through both models, as part of loading: the first visitor's measured speed is
+    then not the cost of the operating system paging the weights in, and `auto` already knows this
+    pair's costs (`Engine.calibrate`)."""
+    engine.calibrate()
 
 
 def model_name(spec: str) -> str:
