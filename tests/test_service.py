@@ -47,13 +47,8 @@ def test_a_failed_load_is_remembered_for_a_while_then_tried_again():
 
 def test_with_the_hub_down_the_second_generate_answers_at_once(monkeypatch, tmp_path):
     """Through the page: a Hub that does not answer costs the first visitor the wait, not the next."""
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     with silent_server() as port:
-        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
-        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+        hub_at(monkeypatch, port, cache=tmp_path / "empty-cache")
         service = EngineService(ModelConfig(draft="cascade-tests/down/small.gguf",
                                             target="cascade-tests/down/large.gguf", n_threads=2))
         demo, url = serve(service.lease)
@@ -72,6 +67,16 @@ def test_with_the_hub_down_the_second_generate_answers_at_once(monkeypatch, tmp_
     assert times[1] < 1, f"the second answer took {times[1]:.1f} s"
 
 
+def hub_at(monkeypatch, port: int, cache) -> None:
+    """huggingface_hub pointed at a port of this machine, with an empty cache."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+
+
 class silent_server:
     """A port on this machine that accepts connections and never answers: a Hub that hangs."""
 
@@ -86,13 +91,8 @@ class silent_server:
 
 
 def test_a_hub_that_never_answers_is_reported_within_seconds(monkeypatch, tmp_path):
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     with silent_server() as port:
-        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
-        monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                            f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+        hub_at(monkeypatch, port, cache=tmp_path / "empty-cache")
         started = time.monotonic()
         with pytest.raises(ModelError, match="unreachable"):
             resolve_model("cascade-tests/hangs/small.gguf", "draft")

@@ -59,40 +59,12 @@ def write_q8_model(path: Path) -> Path:
     """The toy `small` model (tests/toymodels.py) with every weight matrix in Q8_0."""
     import gguf
 
-    from .toymodels import ENDOFTEXT, IM_END, SMALL, main_vocab, random_weights
+    from .toymodels import SMALL, main_vocab, random_weights, write_gguf
 
-    spec, vocab = SMALL, main_vocab()
-    writer = gguf.GGUFWriter(path, arch="qwen2")
-    writer.add_name("cascade-toy-small-q8_0")
-    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0))
-    writer.add_context_length(spec.context_length)
-    writer.add_embedding_length(spec.n_embd)
-    writer.add_feed_forward_length(spec.n_ff)
-    writer.add_block_count(spec.n_layer)
-    writer.add_head_count(spec.n_head)
-    writer.add_head_count_kv(spec.n_head_kv)
-    writer.add_rope_freq_base(1_000_000.0)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(vocab.tokens)
-    writer.add_token_types(vocab.token_types)
-    writer.add_token_merges(vocab.merges)
-    writer.add_eos_token_id(vocab.id_of(IM_END))
-    writer.add_bos_token_id(vocab.id_of(ENDOFTEXT))
-    writer.add_add_bos_token(False)
-    q8 = gguf.GGMLQuantizationType.Q8_0
-    for name, tensor in random_weights(spec, vocab).items():
-        if tensor.ndim == 2:  # matrices quantized; norms and biases stay f32, as llama.cpp's quantizer does
-            writer.add_tensor(name, gguf.quants.quantize(tensor, q8), raw_dtype=q8)
-        else:
-            writer.add_tensor(name, tensor)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    vocab = main_vocab()
+    write_gguf(path, SMALL, vocab, random_weights(SMALL, vocab), q8_0=True)
     types = {t.tensor_type for t in gguf.GGUFReader(path).tensors}
-    assert q8 in types, types
+    assert gguf.GGMLQuantizationType.Q8_0 in types, types
     return path
 
 

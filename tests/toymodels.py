@@ -432,12 +432,13 @@ def related_weights(
 # --- writing ---------------------------------------------------------------------------
 
 
-def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors) -> None:
-    """Write a Qwen2 GGUF atomically: to a temporary name, then rename."""
+def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, q8_0: bool = False) -> None:
+    """Write a Qwen2 GGUF atomically: to a temporary name, then rename. With `q8_0`, every weight matrix
+    is quantized to Q8_0 (norms and biases stay f32, as llama.cpp's quantizer does)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     writer = gguf.GGUFWriter(tmp, arch="qwen2")
-    writer.add_name(f"cascade-toy-{spec.name}")
-    writer.add_file_type(int(gguf.LlamaFileType.ALL_F32))
+    writer.add_name(f"cascade-toy-{spec.name}" + ("-q8_0" if q8_0 else ""))
+    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0 if q8_0 else gguf.LlamaFileType.ALL_F32))
     writer.add_context_length(spec.context_length)
     writer.add_embedding_length(spec.n_embd)
     writer.add_feed_forward_length(spec.n_ff)
@@ -461,8 +462,12 @@ def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors) -> N
     writer.add_add_bos_token(False)
     writer.add_chat_template(QWEN25_CHAT_TEMPLATE)
 
+    q8 = gguf.GGMLQuantizationType.Q8_0
     for name, tensor in tensors.items():
-        writer.add_tensor(name, tensor)
+        if q8_0 and tensor.ndim == 2:
+            writer.add_tensor(name, gguf.quants.quantize(tensor, q8), raw_dtype=q8)
+        else:
+            writer.add_tensor(name, tensor)
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
