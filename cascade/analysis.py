@@ -15,10 +15,11 @@ from .events import TokenEvent
 
 @dataclass(frozen=True)
 class Slot:
-    """One position of the output: the token written there, and what the draft had proposed there.
+    """One position of the output: the token written there, and what had been proposed there.
 
-    `proposal` is the draft's own token at this position when the target wrote it instead (escalated,
-    rejected or rolled back); None where the draft's token was kept or the draft proposed nothing.
+    `proposal` is the token the draft (or prompt lookup) proposed at this position when the target wrote
+    it instead (escalated, rejected or rolled back); None where the proposal was kept or nothing was
+    proposed.
     """
 
     token: TokenEvent
@@ -29,11 +30,16 @@ class Slot:
         return self.token.source == "target"
 
     @property
+    def by_lookup(self) -> bool:
+        """Copied from earlier in the text by prompt lookup (and checked by the target)."""
+        return self.token.source == "lookup"
+
+    @property
     def routing_ppl(self) -> float | None:
         """The draft's perplexity of its own choice here: the number the threshold is compared with.
 
-        None where the draft never scored a token of its own (the `target` policy, or the extra token
-        the target adds after accepting a whole speculative batch).
+        None where the draft never scored a token of its own (the `target` policy, the extra token
+        the target adds after accepting a whole speculative batch, a token prompt lookup proposed).
         """
         if not self.by_target:
             return self.token.draft_ppl
@@ -87,6 +93,11 @@ class Routing:
     @property
     def n_by_target(self) -> int:
         return sum(s.by_target for s in self.slots)
+
+    @property
+    def has_lookup(self) -> bool:
+        """Whether prompt lookup proposed any token of this run (kept or not)."""
+        return any(e.source == "lookup" for e in self.events)
 
     def whatif_threshold(self, run_threshold: float, threshold: float | None) -> float | None:
         """The threshold to re-colour by: `threshold` if it differs from the run's and the run has

@@ -17,7 +17,7 @@ from .models import ModelError, load_pair
 from .policies import POLICY_TABLE
 from .settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 
-RED, DIM_STRIKE, RESET = "\033[91m", "\033[2;9m", "\033[0m"
+RED, MAGENTA, DIM_STRIKE, RESET = "\033[91m", "\033[95m", "\033[2;9m", "\033[0m"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +122,8 @@ def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
         return f"{DIM_STRIKE}{event.text}{RESET}" if show_discarded and color else ""
     if event.source == "target" and color:
         return f"{RED}{event.text}{RESET}"
+    if event.source == "lookup" and color:  # copied from earlier in the text, checked by the target
+        return f"{MAGENTA}{event.text}{RESET}"
     return event.text
 
 

@@ -82,10 +82,13 @@ class GenerationConfig:
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
                                      min=1.0, max=1e6)
     # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
-    k: int = _opt(4, "speculative: draft tokens proposed per target check", min=1, max=32)
+    k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32)
     # BiLD checks only when the draft falls back; this bounds how long text waits unchecked (and memory:
     # one row of logits per pending token).
     bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
+    # Prompt lookup looks for the text's last n tokens earlier in the text, the longest n first: 3 is
+    # prompt lookup decoding's own default (Saxena 2023). Longer n-grams match more rarely and more surely.
+    lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16)
     max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
     # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
     temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0)

@@ -1,7 +1,7 @@
-"""The generation loop: the draft proposes, the policy decides when the target is asked.
+"""The generation loop: the draft (or prompt lookup) proposes, the policy decides when the target is asked.
 
 One loop serves every policy of the registry (`policies.py`) but those with a loop of their own. Its
-state is the emitted tokens, the draft tokens still waiting for the target's check (`pending`), and the
+state is the emitted tokens, the proposed tokens still waiting for the target's check (`pending`), and the
 two models' cache cursors, which `ModelRunner.advance` moves: each model evaluates only tokens it has
 not seen. Counting is the `Recorder`'s; `auto` watches through the same `Observer` interface.
 """
@@ -17,6 +17,7 @@ from . import sampling as S
 from .auto import AutoTuner
 from .config import GenerationConfig
 from .events import Event, Source, Status, StopReason, TokenEvent
+from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
 from .policies import POLICY_TABLE, Mode
@@ -32,13 +33,14 @@ CALIBRATION_PROMPT = ("The little town by the river had one bakery, two schools 
 
 @dataclass(frozen=True)
 class Proposal:
-    """A token the draft sampled, with what the later decisions need to know about it."""
+    """A token the draft sampled or prompt lookup copied, with what the later decisions need to know about it."""
 
     position: int
     token: int
-    draft_ppl: float
-    draft_logits: np.ndarray  # the draft's row for this position: scores a target token written here
+    draft_ppl: float | None  # None: the draft did not score it (looked up)
+    draft_logits: np.ndarray | None  # the draft's row for this position: scores a target token written here
     q: np.ndarray | None  # the distribution it was drawn from (speculative sampling needs it)
+    source: Source = "draft"  # "draft", or "lookup": copied from earlier in the text
 
 
 class Engine:
@@ -123,6 +125,9 @@ class Generation:
             while self.stop_reason is None:
                 if not self.pending:
                     self.start_round()
+                    if self.mode.policy.looks_up and self.look_up():
+                        yield from self.target_turn()
+                        continue
                 policy = self.mode.policy
                 if not policy.drafts:
                     yield from self.target_turn()
@@ -173,6 +178,26 @@ class Generation:
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
         return Proposal(len(self.out) + len(self.pending), token, S.token_perplexity(row, token), row, q)
 
+    def look_up(self) -> bool:
+        """Prompt lookup: up to k tokens that followed the text's end where it occurred before become
+        pending proposals, to be checked as speculative drafts are. False if it found none."""
+        context = self.prompt + self.out
+        room = self.budget - len(self.out)
+        tokens = continuation(context, self.config.lookup_ngram, min(MIN_NGRAM, self.config.lookup_ngram),
+                              min(self.mode.k, room))
+        # Nothing is proposed past an end of generation, as the draft stops drafting there.
+        end = next((i for i, t in enumerate(tokens) if self.pair.is_end_of_generation(t)), None)
+        tokens = tokens if end is None else tokens[:end + 1]
+        for token in tokens:
+            # The proposal is certain: q is the one-hot of its token, so speculative sampling accepts it with
+            # the target's probability of it and, on rejection, draws from the target's distribution
+            # without it (the residual), which keeps the target's distribution exactly.
+            q = None if self.sampling.greedy else S.one_hot(token, self.pair.n_vocab)
+            self.pending.append(Proposal(len(self.out) + len(self.pending), token, None, None, q, "lookup"))
+        if tokens:
+            self.notify("looked_up", len(tokens))
+        return bool(tokens)
+
     def time_to_check(self, last: Proposal) -> bool:
         window = self.mode.k if self.mode.policy.check == "speculative" else self.config.bild_window
         return (len(self.pending) >= window
@@ -190,18 +215,20 @@ class Generation:
         if pending:
             self.notify("checked", kept, min(kept + 1, len(pending)))
         for p, target_ppl in zip(pending[:kept], target_ppls):
-            yield from self.emit(p.token, "draft", p.draft_ppl, target_ppl)
+            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl)
             if self.stop_reason:
                 return
         discard: Status = "rolled_back" if self.mode.policy.check == "rollback" else "rejected"
         for p, target_ppl in zip(pending[kept:], target_ppls[kept:]):
-            yield self.tell(p.position, p.token, self.piece(p.token), "draft", discard, p.draft_ppl, target_ppl)
+            yield self.tell(p.position, p.token, self.piece(p.token), p.source, discard, p.draft_ppl, target_ppl)
         if escalated is not None:
             yield self.tell(escalated.position, escalated.token, self.piece(escalated.token), "draft", "escalated",
                             escalated.draft_ppl, None)
         # The draft's view of the position the target now writes, when the draft scored it.
+        # (None where nothing was proposed here, or lookup proposed it: the draft scored nothing.)
         at = pending[kept] if kept < len(pending) else escalated
-        draft_ppl = S.token_perplexity(at.draft_logits, token) if at is not None else None
+        scored = at is not None and at.draft_logits is not None
+        draft_ppl = S.token_perplexity(at.draft_logits, token) if scored else None
         yield from self.emit(token, "target", draft_ppl, S.token_perplexity(rows[kept], token))
 
     def judge(self, pending: list[Proposal], rows: np.ndarray, target_ppls: list[float]) -> tuple[int, int]:

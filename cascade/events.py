@@ -11,11 +11,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-Source = Literal["draft", "target"]
+# Who proposed a token: the draft model, the target itself, or prompt lookup (copied from earlier in the
+# text; the target checked it before it counted).
+Source = Literal["draft", "target", "lookup"]
 # accepted:    the token is in the output (its `text` is what it adds).
 # escalated:   the draft doubted its own token (perplexity over the threshold); the target wrote this
 #              position instead.
-# rejected:    a drafted token the target's check did not accept (speculative decoding).
+# rejected:    a proposed token (drafted or looked up) the target's check did not accept (speculative
+#              decoding, prompt lookup).
 # rolled_back: a drafted token the target overruled after the fact (BiLD's rollback).
 Status = Literal["accepted", "escalated", "rejected", "rolled_back"]
 StopReason = Literal["eos", "max_tokens", "stop_string", "context_full", "cancelled"]
@@ -69,10 +72,10 @@ class Summary:
     policy: str
     stop_reason: StopReason
     prompt_tokens: int
-    n_tokens: int  # tokens in the output
+    n_tokens: int  # tokens in the output: n_draft_tokens + n_target_tokens + n_lookup_tokens
     n_draft_tokens: int  # of which the draft wrote
     n_target_tokens: int  # of which the target wrote
-    n_drafted: int  # tokens the draft sampled, kept or not
+    n_drafted: int  # tokens the draft sampled, kept or not (lookup's proposals are not among them)
     n_escalated: int
     n_rejected: int
     n_rolled_back: int
@@ -84,6 +87,8 @@ class Summary:
     device: str = ""  # where the models ran, in words ("CPU, 2 threads")
     # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
     call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
+    n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
 
     @property
     def target_share(self) -> float:
@@ -91,8 +96,11 @@ class Summary:
 
     @property
     def acceptance_rate(self) -> float | None:
-        """Share of the draft's tokens that ended up in the output (None if it drafted nothing)."""
-        return self.n_draft_tokens / self.n_drafted if self.n_drafted else None
+        """Share of the proposed tokens that ended up in the output: the draft's and prompt lookup's
+        together, (n_draft_tokens + n_lookup_tokens) / (n_drafted + n_lookup_proposed); for a policy
+        with one proposer, that proposer's own rate. None if nothing was proposed."""
+        proposed = self.n_drafted + self.n_lookup_proposed
+        return (self.n_draft_tokens + self.n_lookup_tokens) / proposed if proposed else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -114,7 +122,9 @@ class Summary:
         d = dataclasses.asdict(self)
         d.update(target_share=self.target_share, acceptance_rate=self.acceptance_rate,
                  tokens_per_s=self.tokens_per_s, writing_tokens_per_s=self.writing_tokens_per_s,
-                 overhead_s=self.overhead_s)
+                 overhead_s=self.overhead_s,
+                 # JSON's keys are text: the call sizes as "5": 12
+                 call_sizes={model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()})
         return d
 
 

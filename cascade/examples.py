@@ -14,6 +14,7 @@ class Example:
     name: str
     prompt: str
     chat: bool
+    copy: bool = False  # the answer copies long spans of the prompt (where prompt lookup pays)
 
 
 def load_examples(path: Path = EXAMPLES_FILE) -> list[Example]:

@@ -20,8 +20,11 @@ class Observer:
     def proposed(self, doubtful: bool) -> None:
         """The draft sampled a token; `doubtful`: its perplexity is over the threshold."""
 
+    def looked_up(self, n_tokens: int) -> None:
+        """Prompt lookup proposed `n_tokens` copied from earlier in the text (nothing was sampled)."""
+
     def checked(self, kept: int, looked_at: int) -> None:
-        """The target looked at `looked_at` drafted tokens in order and kept the first `kept`."""
+        """The target looked at `looked_at` proposed tokens in order and kept the first `kept`."""
 
     def told(self, event: TokenEvent) -> None:
         """An event for the caller: a token of the output, or a drafted token that was not kept."""

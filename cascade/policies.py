@@ -1,10 +1,12 @@
 """Every policy, in one registry: what it does, what it is called on the page, what settings it reads.
 
 The config's validation, the command line's choices, the page's dropdown and the README's list all read
-`POLICY_TABLE`. Five policies are one draft-then-verify loop (`engine.py`) configured by three answers:
-- Does the draft write at all?
+`POLICY_TABLE`. Seven policies are one propose-then-verify loop (`engine.py`) configured by four answers:
+- Does the draft model propose tokens at all?
+- Are tokens first copied from earlier in the text where its last few tokens occurred before (prompt
+  lookup, `lookup.py`)? Then the draft model proposes only where lookup finds nothing.
 - When the draft doubts a token (perplexity over the threshold), does the target take that position?
-- Are the draft's tokens checked by the target before they count, and by which rule?
+- Are proposed tokens checked by the target before they count, and by which rule?
 `auto` chooses among those, round by round, from measured costs (`auto.py`); `seed` is the original
 idea's own loop, kept as a baseline for measurements (`bench/seed.py`).
 """
@@ -23,7 +25,11 @@ class Policy:
     name: str
     label: str  # what the page's dropdown says
     description: str  # one sentence for a reader of the README or the command line's help
-    drafts: bool = True  # the draft proposes tokens (False: the target writes every token itself)
+    drafts: bool = True  # the draft model proposes tokens (False: it is never called)
+    # Each round first copies up to k tokens from earlier in the text (prompt lookup) where the text's end
+    # occurred before; the target checks them as speculative drafts. Where lookup finds no match, the
+    # draft model proposes if `drafts`, and otherwise the target writes one token alone.
+    looks_up: bool = False
     escalates: bool = True  # a doubtful draft token is discarded and the target writes that position
     check: Check = "none"  # none: draft tokens count at once; otherwise held until the target checks them
     settings: tuple[str, ...] = ()  # the GenerationConfig fields it reads besides sampling and length
@@ -56,6 +62,15 @@ POLICY_TABLE: dict[str, Policy] = {
                "the draft proposes up to k tokens, the target checks them in one batch and keeps the longest "
                "prefix it agrees with, plus one token of its own",
                check="speculative", settings=("k",)),
+        Policy("lookup", "lookup: copies from earlier in the text, big checks the copy",
+               "speculative decoding whose drafts cost nothing: where the text's last few tokens occurred before "
+               "(in the prompt or the answer), up to k tokens that followed them there are proposed and the "
+               "target checks them in one batch; with no match the target writes alone",
+               drafts=False, escalates=False, looks_up=True, check="speculative", settings=("k", "lookup_ngram")),
+        Policy("lookup+draft", "lookup+draft: copies from the text where it can, else small drafts",
+               "lookup where the text's end occurred before, and the draft proposing as in speculative "
+               "decoding where it did not; the target checks both the same way",
+               looks_up=True, check="speculative", settings=("k", "lookup_ngram")),
         Policy("auto", "auto: measures as it goes and picks the fastest way",
                "measures both models' costs as it runs and writes each round the way predicted fastest: the "
                "target alone, speculative with the best k, or cascade when clearly cheaper",

@@ -22,6 +22,7 @@ class Recorder(Observer):
         self.t0 = time.perf_counter()
         self.tokens: Counter[str] = Counter()  # accepted tokens by source; discarded ones by status
         self.drafted = 0
+        self.looked_up_tokens = 0
         self.modes: Counter[str] = Counter()
         self.first_token_s: float | None = None
         self.calls: dict[str, Counter[int]] = {"draft": Counter(), "target": Counter()}  # call sizes
@@ -39,6 +40,9 @@ class Recorder(Observer):
     def proposed(self, doubtful: bool) -> None:
         self.drafted += 1
 
+    def looked_up(self, n_tokens: int) -> None:
+        self.looked_up_tokens += n_tokens
+
     def told(self, event: TokenEvent) -> None:
         self.tokens[event.source if event.accepted else event.status] += 1
         if event.accepted and self.first_token_s is None:
@@ -49,10 +53,11 @@ class Recorder(Observer):
         c = self.tokens
         return Summary(
             text=text, policy=self.policy, stop_reason=stop_reason, prompt_tokens=prompt_tokens,
-            n_tokens=c["draft"] + c["target"], n_draft_tokens=c["draft"], n_target_tokens=c["target"],
+            n_tokens=c["draft"] + c["target"] + c["lookup"], n_draft_tokens=c["draft"], n_target_tokens=c["target"],
             n_drafted=self.drafted, n_escalated=c["escalated"], n_rejected=c["rejected"],
             n_rolled_back=c["rolled_back"], wall_s=self.elapsed(),
             draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
             modes=dict(self.modes), first_token_s=self.first_token_s, device=self.device,
             call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
+            n_lookup_tokens=c["lookup"], n_lookup_proposed=self.looked_up_tokens,
         )

@@ -100,6 +100,14 @@ def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> 
     return draw(distribution(logits, sampling), rng)
 
 
+def one_hot(token: int, n: int) -> np.ndarray:
+    """The distribution of a proposal made for certain (prompt lookup's): all mass on `token`. With it
+    as q, `accept_draft` keeps the token with probability p(token) and `residual` is p without it."""
+    q = np.zeros(n, dtype=np.float64)
+    q[token] = 1.0
+    return q
+
+
 def accept_draft(p_token: float, q_token: float, u: float) -> bool:
     """Speculative sampling's test: keep a token drawn from q with probability min(1, p/q)."""
     return u * q_token < p_token

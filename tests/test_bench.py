@@ -24,12 +24,15 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     labels = [row["label"] for row in result["rows"]]
-    assert labels == ["target", "draft", "cascade 3", "cascade 10", "bild 5 / 20", "speculative k=2", "auto",
-                      "seed (threshold 5)"]
+    assert labels == ["target", "draft", "cascade 3", "cascade 10", "bild 5 / 20", "speculative k=2", "lookup k=4",
+                      "lookup+draft k=4", "auto", "seed (threshold 5)"]
     rows = {row["label"]: row for row in result["rows"]}
     assert rows["target"]["speedup"] == 1.0 and rows["target"]["agreement"] == 1.0
     # greedy speculative writes the target's text: full agreement, by construction
     assert rows["speculative k=2"]["agreement"] == 1.0 and rows["speculative k=2"]["same_text"] == 2
+    for label in ("lookup k=4", "lookup+draft k=4"):  # so does prompt lookup, with or without the draft
+        assert rows[label]["agreement"] == 1.0 and rows[label]["same_text"] == 2
+    assert rows["lookup k=4"]["draft_tokens"] == rows["lookup k=4"]["drafted"] == 0
     for row in result["rows"]:
         assert row["n_tokens"] > 0 and row["tokens_per_s"] > 0 and 0 <= row["overhead"] < 1
     assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16", "32", "64"}

@@ -111,6 +111,7 @@ MORE_SETTINGS = {
     "k: tokens the small model drafts per check (speculative)": "k",
     "Rollback threshold (bild)": "rollback_threshold",
     "Most unchecked tokens (bild)": "bild_window",
+    "Longest n-gram to look up (lookup)": "lookup_ngram",
     "Most tokens to write": "max_tokens",
     "Temperature (0 = always the likeliest token)": "temperature",
     "Top-p (nucleus sampling; 1 keeps every token)": "top_p",

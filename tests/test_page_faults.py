@@ -144,9 +144,11 @@ BAD_SETTINGS = [
     ("seed beyond 32 bits", with_(seed=2**40), "seed must be between 0 and 4294967295, got 1099511627776"),
     ("seed NaN", with_(seed=math.nan), "seed must be a finite number"),
     ("an unknown policy", with_(policy="fastest-please"),
-     "unknown policy 'fastest-please'; choose one of target, draft, cascade, bild, speculative, auto."),
+     "unknown policy 'fastest-please'; choose one of target, draft, cascade, bild, speculative, lookup, "
+     "lookup+draft, auto."),
     ("a policy the page does not offer", with_(policy="seed"),
-     "the policy 'seed' is not offered on this page; choose one of target, draft, cascade, bild, speculative, auto"),
+     "the policy 'seed' is not offered on this page; choose one of target, draft, cascade, bild, speculative, "
+     "lookup, lookup+draft, auto"),
     ("no policy (null)", with_(policy=None), "unknown policy"),
     ("a number for the policy", with_(policy=3), "unknown policy"),
     ("an unknown mode", with_(mode="sideways"), "mode must be one of chat, raw"),

@@ -14,10 +14,11 @@ prompts = st.text(
     min_size=1, max_size=40)
 configs = st.builds(
     GenerationConfig,
-    policy=st.sampled_from(["target", "draft", "cascade", "bild", "speculative", "auto"]),
+    policy=st.sampled_from(["target", "draft", "cascade", "bild", "speculative", "lookup", "lookup+draft", "auto"]),
     threshold=st.floats(0.0, 50.0),
     rollback_threshold=st.floats(1.0, 100.0),
     k=st.integers(1, 8),
+    lookup_ngram=st.integers(1, 4),
     max_tokens=st.integers(1, 30),
     temperature=st.sampled_from([0.0, 0.7, 1.3]),
     top_k=st.sampled_from([0, 5]),
@@ -38,7 +39,7 @@ def test_engine_invariants(pair_engines, prompt, config):
         return
     accepted = [e for e in events if e.accepted]
     # counts in the summary are the events' counts
-    assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens
+    assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens + s.n_lookup_tokens
     assert [e.position for e in accepted] == list(range(s.n_tokens))
     assert (s.n_escalated, s.n_rejected, s.n_rolled_back) == tuple(
         sum(e.status == kind for e in events) for kind in ("escalated", "rejected", "rolled_back"))
@@ -51,7 +52,7 @@ def test_engine_invariants(pair_engines, prompt, config):
     for runner in (engine.pair.draft, engine.pair.target):
         assert runner.tokens == text_tokens[: len(runner.tokens)]
         assert runner.cache_end() == len(runner.tokens)
-    # on the f32 pair, greedy speculative decoding is the target's own greedy text
-    if config.policy == "speculative" and config.temperature == 0:
+    # on the f32 pair, greedy speculative decoding (lookup's too) is the target's own greedy text
+    if config.policy in ("speculative", "lookup", "lookup+draft") and config.temperature == 0:
         target_events, _ = run(engine, prompt, **{**vars(config), "policy": "target"})
         assert accepted_ids(target_events) == accepted_ids(events)

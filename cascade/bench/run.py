@@ -36,7 +36,7 @@ def total(summaries: Sequence[Summary]) -> Summary:
     first = summaries[0]
     add = lambda name: sum(getattr(s, name) for s in summaries)  # noqa: E731
     counts = ("prompt_tokens", "n_tokens", "n_draft_tokens", "n_target_tokens", "n_drafted", "n_escalated",
-              "n_rejected", "n_rolled_back", "wall_s")
+              "n_rejected", "n_rolled_back", "wall_s", "n_lookup_tokens", "n_lookup_proposed")
     return dataclasses.replace(
         first, text="", stop_reason=first.stop_reason, **{name: add(name) for name in counts},
         draft=sum((s.draft for s in summaries), ModelStats()), target=sum((s.target for s in summaries), ModelStats()),
@@ -137,6 +137,8 @@ def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 2
     cases += [Case(f"cascade {t:g}", base.replace(policy="cascade", threshold=float(t))) for t in thresholds]
     cases.append(Case("bild 5 / 20", base.replace(policy="bild", threshold=5.0, rollback_threshold=20.0)))
     cases += [Case(f"speculative k={k}", base.replace(policy="speculative", k=k, threshold=1e6)) for k in ks]
+    cases.append(Case("lookup k=4", base.replace(policy="lookup", k=4)))
+    cases.append(Case("lookup+draft k=4", base.replace(policy="lookup+draft", k=4, threshold=1e6)))
     cases.append(Case("auto", base.replace(policy="auto")))
     if seed_loop:
         # Last: its models hold logits for every position, and peak memory only ever grows.

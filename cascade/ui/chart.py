@@ -10,14 +10,15 @@ import math
 from typing import Any
 
 from ..analysis import Routing, Slot
-from .style import BIG, BLUE, GREY, RED, SMALL, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, whatif_words
+from .style import (BLUE, GREY, PURPLE, RED, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, whatif_words,
+                    written_by)
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
 
 
 def _hover(slot: Slot, extra: str = "") -> str:
     t = slot.token
-    lines = [f"position {t.position}: {visible(t.text)}", f"written by {BIG if slot.by_target else SMALL}"]
+    lines = [f"position {t.position}: {visible(t.text)}", written_by(t.source)]
     if slot.routing_ppl is not None:
         which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
         lines.append(f"small model's perplexity of {which}: {fmt_ppl(slot.routing_ppl)}")
@@ -66,9 +67,14 @@ def _whatif_traces(scored: list[Slot], unscored: list[Slot], threshold: float) -
 def _run_traces(scored: list[Slot], unscored: list[Slot]) -> list[dict]:
     traces = [_points("written by the small model", [s for s in scored if not s.by_target], BLUE),
               _points("written by the big model", [s for s in scored if s.by_target], RED)]
-    if unscored:
+    by_target = [s for s in unscored if not s.by_lookup]
+    if by_target:
         traces.append(_points("written by the big model; small model did not score it (big model's own "
-                              "perplexity)", unscored, RED, "diamond-open"))
+                              "perplexity)", by_target, RED, "diamond-open"))
+    copied = [s for s in unscored if s.by_lookup]
+    if copied:
+        traces.append(_points("copied from earlier in the text (prompt lookup; big model's perplexity)", copied,
+                              PURPLE, "square-open"))
     return traces
 
 

@@ -41,8 +41,8 @@ EngineProvider = Callable[[Callable[[str], None]], Engine]
 UPDATE_EVERY_S = 0.25
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
-SETTINGS = ("policy", "threshold", "k", "rollback_threshold", "bild_window", "max_tokens", "temperature", "top_p",
-            "top_k", "seed")
+SETTINGS = ("policy", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
+            "temperature", "top_p", "top_k", "seed")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
 
@@ -175,7 +175,9 @@ def summary_markdown(run: Run) -> str:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
     by_target = sum(e.source == "target" for e in accepted)
-    return f"Writing… {len(accepted)} tokens so far, {by_target} by the big model."
+    copied = sum(e.source == "lookup" for e in accepted)
+    return (f"Writing… {len(accepted)} tokens so far, {by_target} by the big model"
+            + (f", {copied} copied from the text." if copied else "."))
 
 
 def message_update(message: str) -> Update:
@@ -209,10 +211,10 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
 
 def make_generate(engine_provider: EngineProvider):
     def generate(prompt: Any, mode: Any, policy: Any, threshold: Any, k: Any, rollback_threshold: Any,
-                 bild_window: Any, max_tokens: Any, temperature: Any, top_p: Any, top_k: Any, seed: Any,
-                 progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
-        settings = dict(zip(SETTINGS, (policy, threshold, k, rollback_threshold, bild_window, max_tokens,
-                                       temperature, top_p, top_k, seed)))
+                 bild_window: Any, lookup_ngram: Any, max_tokens: Any, temperature: Any, top_p: Any, top_k: Any,
+                 seed: Any, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
+        settings = dict(zip(SETTINGS, (policy, threshold, k, rollback_threshold, bild_window, lookup_ngram,
+                                       max_tokens, temperature, top_p, top_k, seed)))
         for update in generate_updates(engine_provider, prompt, mode, settings, progress):
             yield update.values(GENERATE_OUTPUTS)
 

@@ -42,6 +42,10 @@ HOW_TO_READ = """\
 - **Struck-through** tokens (BiLD and speculative policies) were drafted by the small model, then
   refused by the big model when it checked them. Where the small model was unsure and handed a token
   over, its own proposal is not shown in the text; hover the red token to see it.
+- **Purple** tokens (lookup policies) cost no model a thing to propose: where the text's last few tokens
+  had occurred before, in the prompt or the answer, what followed them there was copied as a proposal,
+  and the big model checked it as it checks the small model's drafts. Copying pays where an answer
+  repeats its prompt: rewriting a text, correcting code, extracting fields.
 - **Speed** is measured on the machine running this page, for this run; nothing here promises one.
   "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
   shows both measured speeds and where the two texts differ.
@@ -79,6 +83,10 @@ def _settings_controls() -> dict[str, gr.components.Component]:
                                             "it rolls back from the first whose perplexity (to the big model) "
                                             "is above this."),
             bild_window=_slider("bild_window", "Most unchecked tokens (bild)"),
+            lookup_ngram=_slider("lookup_ngram", "Longest n-gram to look up (lookup)",
+                                 info="Lookup: the text's last tokens (this many at most, fewer if need be) are "
+                                      "looked for earlier in the prompt and the answer; what followed them there "
+                                      "is proposed."),
             max_tokens=_slider("max_tokens", "Most tokens to write", lo=1, hi=1024),
             temperature=_slider("temperature", "Temperature (0 = always the likeliest token)", step=0.05),
             top_p=_slider("top_p", "Top-p (nucleus sampling; 1 keeps every token)", step=0.01),

@@ -29,7 +29,7 @@ from ..config import GenerationConfig, ModelConfig
 from ..events import Summary, TokenEvent
 from ..policies import POLICY_TABLE
 from . import chart, sentences, tokens
-from .style import GREY, RED, fmt_threshold
+from .style import GREY, PURPLE, RED, fmt_threshold
 
 FORMAT, VERSION = "cascade-run", 1
 DATA_ID = "cascade-run"  # the id of the script element that holds the run as JSON
@@ -48,6 +48,7 @@ h1 {{ font-size: 1.45em; margin: .2em 0 .4em; }}
 h2 {{ font-size: 1.12em; margin: 1.4em 0 .5em; }}
 .intro {{ max-width: 60em; }}
 .bigcolour {{ color: {RED}; font-weight: 600; }}
+.lookupcolour {{ color: {PURPLE}; }}
 .prompt {{ white-space: pre-wrap; word-break: break-word; margin: 0; padding: 8px 12px; border-radius: 8px;
           background: rgba(128,128,128,.08); border: 1px solid rgba(128,128,128,.25); font: inherit; }}
 dl.facts {{ display: grid; grid-template-columns: max-content 1fr; gap: 3px 16px; margin: 0; }}
@@ -149,7 +150,11 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
         rows.append(("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the "
                                   f"small model's perplexity of it is above this"))
     if "k" in reads:
-        rows.append(("k", f"{config.k} tokens drafted by the small model per check by the big model"))
+        rows.append(("k", f"{config.k} tokens proposed at most per check by the big model" if policy.looks_up
+                     else f"{config.k} tokens drafted by the small model per check by the big model"))
+    if "lookup_ngram" in reads:
+        rows.append(("Longest n-gram looked up", f"{config.lookup_ngram}: the text's last tokens, this many at "
+                                                 f"most, are looked for earlier in the text"))
     if "rollback_threshold" in reads:
         rows.append(("Rollback threshold", f"{fmt_threshold(config.rollback_threshold)}: the big model rolls "
                                            f"back a small model's token it finds more unlikely than this"))
@@ -194,6 +199,8 @@ def numbers_rows(summary: Summary) -> list[tuple[str, str]]:
     rows = [("Tokens written", str(summary.n_tokens)),
             ("… by the big model (target)", f"{summary.n_target_tokens} ({summary.target_share:.0%})"),
             ("… by the small model (draft)", str(summary.n_draft_tokens)),
+            *([("… copied from the text (prompt lookup)", str(summary.n_lookup_tokens))]
+              if summary.n_lookup_proposed else []),
             ("Speed (reading the prompt included)", speed(summary.tokens_per_s)),
             ("Writing speed (after the first token)", speed(summary.writing_tokens_per_s)),
             ("Time", f"{summary.wall_s:.2f} s (loading the models not included)")]
@@ -202,6 +209,8 @@ def numbers_rows(summary: Summary) -> list[tuple[str, str]]:
     rows.append(("Prompt tokens", str(summary.prompt_tokens)))
     if summary.n_drafted:
         rows.append(("Small model's proposals kept", f"{summary.n_draft_tokens} of {summary.n_drafted}"))
+    if summary.n_lookup_proposed:
+        rows.append(("Prompt lookup's proposals kept", f"{summary.n_lookup_tokens} of {summary.n_lookup_proposed}"))
     for name, stats in (("small", summary.draft), ("big", summary.target)):
         rows.append((f"Time inside the {name} model", f"{stats.seconds:.2f} s in {stats.calls} calls, "
                                                      f"{stats.tokens_evaluated} tokens read"))
@@ -233,7 +242,17 @@ def _chart_html(routing: Routing, run_threshold: float) -> str:
 def _intro(config: GenerationConfig) -> str:
     policy = POLICY_TABLE.get(config.policy)
     red = '<span class="bigcolour">red</span>'
-    if policy is not None and not policy.drafts:
+    purple = '<span class="lookupcolour">purple</span>'
+    if policy is not None and policy.looks_up:
+        helper = " or, where lookup found nothing, drafted by a small model" if policy.drafts else ""
+        who = (f"A big model wrote this text, helped by prompt lookup: where the text's last few tokens had "
+               f"occurred before (in the prompt or the answer), what followed them there was proposed{helper}, "
+               f"and the big model checked each proposal. {purple} tokens were copied this way and kept, {red} "
+               f"ones the big model wrote itself"
+               + (", the others are the small model's drafts it kept" if policy.drafts else "")
+               + ". Hover over a token to see how sure each model was of it.")
+        who += _e(f" How they shared the work in this run: {policy.description}.")
+    elif policy is not None and not policy.drafts:
         who = (f"The big model wrote this text by itself, the baseline the other ways of writing are compared "
                f"with: every token is {red}. Hover over a token to see how sure the big model was of it.")
     elif policy is not None and not policy.escalates and policy.check == "none":

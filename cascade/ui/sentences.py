@@ -16,6 +16,10 @@ _STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most t
           "cancelled": "you pressed Stop"}
 
 
+def _copied(n_lookup: int) -> str:
+    return f", {n_lookup} {'was' if n_lookup == 1 else 'were'} copied from the text" if n_lookup else ""
+
+
 def summary_sentence(summary: Summary) -> str:
     """One line a non-programmer can read: how much the big model did, and the measured speed."""
     n, t = summary.n_tokens, summary.n_target_tokens
@@ -24,9 +28,10 @@ def summary_sentence(summary: Summary) -> str:
         return f"No tokens were written · {summary.wall_s:.1f} s"
     if summary.policy == "target":
         return f"The big model wrote all {n} tokens by itself · {speed}"
+    copied = _copied(summary.n_lookup_tokens)
     if t == 0:
-        return f"0 of {n} tokens needed the big model · {speed}"
-    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model · {speed}"
+        return f"0 of {n} tokens needed the big model{copied} · {speed}"
+    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model{copied} · {speed}"
 
 
 def summary_details(summary: Summary) -> str:
@@ -40,6 +45,9 @@ def summary_details(summary: Summary) -> str:
                f"{summary.n_rolled_back} the big model rolled back" if summary.n_rolled_back else ""]
         why = [w for w in why if w]
         parts.append(kept + (" (the others: " + ", ".join(why) + ")." if why else "."))
+    if summary.n_lookup_proposed:
+        parts.append(f"Prompt lookup proposed {summary.n_lookup_proposed} tokens copied from earlier in the text "
+                     f"and the big model, checking them, kept {summary.n_lookup_tokens}.")
     return " ".join(parts)
 
 
@@ -51,7 +59,9 @@ def stopped_sentence(events: Sequence[TokenEvent]) -> str:
         return "Stopped before the first token."
     speed = n / accepted[-1].t if accepted[-1].t > 0 else 0.0
     share = f" ({round(100 * t / n)}%)" if n else ""
-    return f"Stopped after {n} tokens · {t} of {n}{share} needed the big model · {speed:.1f} tokens/s until then"
+    copied = _copied(sum(e.source == "lookup" for e in accepted))
+    return (f"Stopped after {n} tokens · {t} of {n}{share} needed the big model{copied} · {speed:.1f} tokens/s "
+            f"until then")
 
 
 # ---- comparing with the target alone -------------------------------------------------------------
@@ -123,7 +133,8 @@ def compare_html(run: Summary, alone: Summary) -> str:
         ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
         ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}",
          f"{alone.n_tokens} of {alone.n_tokens}"),
-    ])
+    ] + ([("copied from the text (prompt lookup)", f"{run.n_lookup_tokens} of {run.n_tokens}", "–")]
+         if run.n_lookup_proposed else []))
     if run.text == alone.text:
         diff = "<p>The two texts are <b>identical</b>.</p>"
     else:

@@ -8,9 +8,16 @@ RED = "#c62828"  # the big model's tokens, in the text and on the chart
 BLUE = "#3f6fb5"  # the small model's points on the chart (its text stays plain)
 GREY = "#8a8a8a"
 GREEN = "#1b7a34"  # text only in the big model's version, in a comparison
+PURPLE = "#7b3fa0"  # tokens copied from earlier in the text (prompt lookup), in the text and on the chart
 THRESHOLD_COLOUR = "#e07b00"
 
 SMALL, BIG = "the small model (draft)", "the big model (target)"
+LOOKUP = "copied from earlier in the text (prompt lookup), checked by the big model"
+
+
+def written_by(source: str) -> str:
+    """Who wrote an output token, in words, from its event's `source`."""
+    return {"draft": f"written by {SMALL}", "target": f"written by {BIG}", "lookup": LOOKUP}.get(source, source)
 
 TEXT_STYLE = ("white-space:pre-wrap;word-break:break-word;line-height:1.6;font-size:1.02em;"
               "padding:10px 12px;border:1px solid rgba(128,128,128,.35);border-radius:8px;min-height:4em")

@@ -1,4 +1,5 @@
-"""The text of a run as HTML: one span per token, red where the big model wrote it, and its what-if.
+"""The text of a run as HTML: one span per token, red where the big model wrote it, purple where prompt
+lookup copied it from earlier in the text, and its what-if.
 
 Pure functions from a run's `Routing` (its events, read once) to HTML strings; nothing here knows
 Gradio or runs a model. Everything a model wrote is untrusted text: it is escaped (`html.escape`)
@@ -11,7 +12,8 @@ import html
 
 from ..analysis import Routing, Slot
 from ..events import TokenEvent
-from .style import BIG, GREY, RED, SMALL, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, whatif_words
+from .style import (GREY, LOOKUP, PURPLE, RED, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, whatif_words,
+                    written_by)
 
 _STATUS_WORDS = {
     "escalated": "was unsure of it (above the threshold), so the big model wrote this position",
@@ -20,6 +22,7 @@ _STATUS_WORDS = {
 }
 
 RED_STYLE = f"color:{RED};font-weight:600;background:rgba(198,40,40,.08);border-radius:3px"
+LOOKUP_STYLE = f"color:{PURPLE};background:rgba(123,63,160,.08);border-radius:3px"
 _WHATIF_RED_STYLE = RED_STYLE + f";text-decoration:underline dotted {RED}"
 _DISCARD_STYLE = f"color:{GREY};text-decoration:line-through;font-size:.92em"
 _NO_WHATIF_STYLE = f"color:{GREY}"
@@ -28,17 +31,23 @@ _NO_WHATIF_STYLE = f"color:{GREY}"
 def token_title(slot: Slot) -> str:
     """The hover text of one output token: who wrote it and how sure each model was."""
     t = slot.token
-    lines = [f"{visible(t.text)} at position {t.position}, written by {BIG if slot.by_target else SMALL}"]
+    lines = [f"{visible(t.text)} at position {t.position}, {written_by(t.source)}"]
     if slot.by_target:
         lines.append(f"big model's perplexity of this token: {fmt_ppl(t.target_ppl)}")
         if t.draft_ppl is not None:
             lines.append(f"small model's perplexity of this token: {fmt_ppl(t.draft_ppl)}")
-        if slot.proposal is not None:
-            p = slot.proposal
+        p = slot.proposal
+        if p is not None and p.source == "lookup":
+            lines.append(f"prompt lookup had proposed {visible(p.text)} (copied from earlier in the text) but "
+                         f"{_STATUS_WORDS[p.status]}")
+        elif p is not None:
             lines.append(f"the small model had proposed {visible(p.text)} (its perplexity {fmt_ppl(p.draft_ppl)}) "
                          f"but {_STATUS_WORDS[p.status]}")
         else:
             lines.append("the small model proposed nothing here")
+    elif slot.by_lookup:
+        lines.append(f"big model's perplexity of it (it checked it): {fmt_ppl(t.target_ppl)}")
+        lines.append("the small model did not score it")
     else:
         lines.append(f"small model's perplexity of its own token: {fmt_ppl(t.draft_ppl)}")
         if t.target_ppl is not None:
@@ -52,11 +61,22 @@ def _span(text: str, title: str, cls: str, style: str = "") -> str:
 
 
 def _discarded(event: TokenEvent) -> str:
-    title = (f"{visible(event.text)}: drafted by the small model (perplexity {fmt_ppl(event.draft_ppl)}), "
+    proposed = ("proposed by prompt lookup (copied from earlier in the text)" if event.source == "lookup"
+                else f"drafted by the small model (perplexity {fmt_ppl(event.draft_ppl)})")
+    title = (f"{visible(event.text)}: {proposed}, "
              f"then {'rejected' if event.status == 'rejected' else 'rolled back'} by the big model "
              f"(its perplexity {fmt_ppl(event.target_ppl)}); not part of the text")
     return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}">'
             f"{html.escape(event.text)}</s>")
+
+
+def _run_look(slot: Slot) -> tuple[str, str]:
+    """(class, style) of a token as the run wrote it."""
+    if slot.by_target:
+        return "tok red target", RED_STYLE
+    if slot.by_lookup:
+        return "tok lookup", LOOKUP_STYLE
+    return "tok draft", ""
 
 
 def _whatif_look(slot: Slot, threshold: float) -> tuple[str, str, str]:
@@ -69,7 +89,8 @@ def _whatif_look(slot: Slot, threshold: float) -> tuple[str, str, str]:
 
 
 def tokens_html(routing: Routing, whatif: float | None = None) -> str:
-    """The generated text, one span per token, red where the target wrote it.
+    """The generated text, one span per token, red where the target wrote it, purple where prompt lookup
+    copied it from earlier in the text (and the target checked it).
 
     Rejected and rolled-back draft tokens stay in the text, struck through, where they were drafted.
     Escalated draft tokens are not shown inline (a cascade escalates often and the text would become
@@ -88,7 +109,7 @@ def tokens_html(routing: Routing, whatif: float | None = None) -> str:
         slot = routing.slot_of[id(event)]
         title = token_title(slot)
         if whatif is None:
-            cls, style = ("tok red target", RED_STYLE) if slot.by_target else ("tok draft", "")
+            cls, style = _run_look(slot)
         else:
             cls, style, words = _whatif_look(slot, whatif)
             title += "\n" + words
@@ -96,15 +117,18 @@ def tokens_html(routing: Routing, whatif: float | None = None) -> str:
     return "".join(parts)
 
 
-def legend_html(whatif: bool) -> str:
+def legend_html(whatif: bool, lookup: bool = False) -> str:
+    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed."""
     red = f'<span style="{RED_STYLE}">red</span>'
     struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
     if whatif:
         return (f"{red} = <b>would</b> have gone to the big model at the what-if threshold · plain = would have "
                 f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
                 f"(the small model did not score it) · {struck} = refused by the big model in the real run")
-    return (f"{red} = written by the big model · plain = written by the small model · {struck} = drafted by "
-            f"the small model, then refused by the big model · hover a token for details")
+    copied = (f' · <span class="legend-lookup" style="{LOOKUP_STYLE}">purple</span> = {LOOKUP}' if lookup else "")
+    proposed = "proposed" if lookup else "drafted by the small model"
+    return (f"{red} = written by the big model · plain = written by the small model{copied} · {struck} = "
+            f"{proposed}, then refused by the big model · hover a token for details")
 
 
 def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None) -> str:
@@ -114,7 +138,8 @@ def text_panel(routing: Routing, *, run_threshold: float, threshold: float | Non
     banner = whatif_banner(routing, run_threshold, threshold) if threshold not in (None, run_threshold) else ""
     body = tokens_html(routing, whatif=whatif)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}">'
-            f'<div class="legend" style="font-size:.85em;margin-bottom:6px">{legend_html(whatif is not None)}</div>'
+            f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
+            f'{legend_html(whatif is not None, routing.has_lookup)}</div>'
             f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
 
 
@@ -129,8 +154,9 @@ def whatif_banner(routing: Routing, run_threshold: float, threshold: float) -> s
     style = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
              "background:rgba(255,170,0,.10);font-size:.92em")
     if not routing.has_whatif:
-        text = ("No what-if for this run: the small model did not score these tokens (the big model wrote "
-                "them all). Generate with another policy to see one.")
+        wrote = "wrote or checked" if routing.has_lookup else "wrote"
+        text = (f"No what-if for this run: the small model did not score these tokens (the big model {wrote} "
+                f"them all). Generate with another policy to see one.")
         return f'<div class="whatif-banner" style="{style}">{html.escape(text)}</div>'
     would, scored, total = routing.whatif_counts(threshold)
     text = (f"At threshold {fmt_threshold(threshold)} (this run used {fmt_threshold(run_threshold)}), "
