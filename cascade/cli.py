@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(bench)
     bench.add_argument("--prompts", type=Path, default=None,
                        help="a JSON list of {name, prompt, chat} (default: examples/prompts.json)")
+    bench.add_argument("--examples", choices=["all", "plain", "copy"], default="all",
+                       help="which of the prompts: all, the ones whose answers copy from the prompt, or the others")
     bench.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
     bench.add_argument("--thresholds", type=float, nargs="+", default=[2, 3, 5, 10, 20],
                        help="cascade thresholds to try (default %(default)s)")
@@ -134,6 +136,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from .examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
+    if args.examples != "all":
+        examples = [e for e in examples if e.copy == (args.examples == "copy")]
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     models = model_config(model_flags(args))
     engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")))

@@ -95,7 +95,9 @@ def test_greedy_lookup_writes_exactly_the_targets_text(pair_engines, target_gree
         assert s.n_lookup_proposed == len(lookup_events) and s.n_rejected == sum(not e.accepted for e in lookup_events)
         assert s.acceptance_rate == pytest.approx(s.n_lookup_tokens / s.n_lookup_proposed)
         kept, rejected = kept + s.n_lookup_tokens, rejected + s.n_rejected
-    assert kept > 0 and rejected > 0, "lookup's proposals must be both kept and rejected for this test to mean anything"
+    assert kept + rejected > 0, "lookup must propose something for this test to mean anything"
+    if kind == "partly":  # the toy target that falls into loops: there lookup's proposals are kept and rejected
+        assert kept > 0 and rejected > 0, "lookup's proposals must be both kept and rejected for this test to mean anything"
 
 
 @pytest.mark.parametrize("lookup_ngram, k", [(1, 2), (6, 8)])
