@@ -17,8 +17,9 @@ from typing import Any, Mapping
 from .policies import POLICIES
 
 # Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B. The draft is Q4_0, not the
-# seed's Q4_K_M: on a CPU it writes faster (llama-bench tg32 here: 65.8 vs 46.1 tok/s), and measured side by
-# side (BENCHMARKS.md) cascade at the seed's threshold then ran 1.28x the target alone instead of 1.16x.
+# seed's Q4_K_M: on a CPU it is faster (llama-bench, 2 threads: 1.21x writing, 1.5-1.7x in batches), and
+# measured side by side (BENCHMARKS.md) cascade at the seed's threshold then ran 1.28x the target alone
+# instead of 1.16x.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
 # The seed's own draft, one setting away: CASCADE_DRAFT=<this> (or --draft).
