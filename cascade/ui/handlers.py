@@ -125,9 +125,8 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
     offered = [p.name for p in POLICY_TABLE.values() if p.on_page]
     if policy not in offered:
         known = isinstance(policy, str) and policy in POLICY_TABLE
-        raise ValueError(f"{'the policy' if known else 'unknown policy'} {policy!r} "
-                         f"{'is not offered on this page' if known else ''}; choose one of {', '.join(offered)}"
-                         .replace(" ;", ";"))
+        what = f"the policy {policy!r} is not offered on this page" if known else f"unknown policy {policy!r}"
+        raise ValueError(f"{what}; choose one of {', '.join(offered)}")
     values = {name: value for name, value in settings.items() if not (name == "seed" and value is None)}
     return GenerationConfig.parse({**values, "chat": mode == "chat"})
 
