@@ -65,7 +65,7 @@ class AutoTuner(Observer):
 
     # ---- observations (the loop's Observer hooks) ---------------------------------------------------
 
-    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
+    def model_called(self, model: str, n_tokens: int, seconds: float, n_rows: int = 1) -> None:
         step, extra = (self.draft_step, self.draft_extra) if model == "draft" else (self.target_step, self.target_extra)
         if n_tokens == 1:
             step.add(seconds)

@@ -169,7 +169,7 @@ class Generation:
         before = runner.stats
         rows = runner.advance(context, n_rows)
         done = runner.stats - before
-        self.notify("model_called", model, done.tokens_evaluated, done.seconds)
+        self.notify("model_called", model, done.tokens_evaluated, done.seconds, n_rows)
         return rows
 
     def draft_one(self) -> Proposal:

@@ -87,6 +87,8 @@ class Summary:
     device: str = ""  # where the models ran, in words ("CPU, 2 threads")
     # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
     call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    # Logits rows each model was asked for beyond one a call (a check of k tokens asks for k + 1 rows)
+    extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
     n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
 

@@ -14,8 +14,9 @@ class Observer:
     def round_started(self, mode: Mode) -> None:
         """A round begins (a round ends when no drafted token waits for the target's check)."""
 
-    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
-        """`model` ("draft" or "target") evaluated `n_tokens` in one call taking `seconds`."""
+    def model_called(self, model: str, n_tokens: int, seconds: float, n_rows: int = 1) -> None:
+        """`model` ("draft" or "target") evaluated `n_tokens` in one call taking `seconds`, asking for the
+        logits of `n_rows` positions (a check needs one row per checked token)."""
 
     def proposed(self, doubtful: bool) -> None:
         """The draft sampled a token; `doubtful`: its perplexity is over the threshold."""

@@ -26,6 +26,7 @@ class Recorder(Observer):
         self.modes: Counter[str] = Counter()
         self.first_token_s: float | None = None
         self.calls: dict[str, Counter[int]] = {"draft": Counter(), "target": Counter()}  # call sizes
+        self.extra_rows: Counter[str] = Counter()  # logits rows asked for beyond one a call, by model
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -34,8 +35,9 @@ class Recorder(Observer):
         if self.steered:  # a fixed policy's rounds are all alike; auto's say what it chose
             self.modes[mode.label] += 1
 
-    def model_called(self, model: str, n_tokens: int, seconds: float) -> None:
+    def model_called(self, model: str, n_tokens: int, seconds: float, n_rows: int = 1) -> None:
         self.calls[model][n_tokens] += 1
+        self.extra_rows[model] += n_rows - 1
 
     def proposed(self, doubtful: bool) -> None:
         self.drafted += 1
@@ -59,5 +61,6 @@ class Recorder(Observer):
             draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
             modes=dict(self.modes), first_token_s=self.first_token_s, device=self.device,
             call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
+            extra_rows=dict(self.extra_rows),
             n_lookup_tokens=c["lookup"], n_lookup_proposed=self.looked_up_tokens,
         )

@@ -40,6 +40,7 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
         if row["policy"] != "seed":
             assert 0 < row["efficiency"] and row["bound_s"] > 0, row["label"]
     assert rows["auto"]["modes"] and "vs bound" in r.stdout
+    assert set(result["costs"]["extra_row_s"]) == {"draft", "target"}
     assert "cascade_at_share" in result["bounds"]
     assert "| speculative k=2 |" in r.stdout and "tokens in one call" in r.stdout
     assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
@@ -55,14 +56,16 @@ def test_the_workers_bench_compares_n_engines_with_one(toy):
 
 SYNTHETIC = Costs(draft_step_s=0.02, target_step_s=0.05,
                   target_batch_s={1: 0.05, 2: 0.06, 4: 0.08, 8: 0.12, 16: 0.20},
-                  draft_batch_s={1: 0.02, 2: 0.025, 4: 0.03, 8: 0.04, 16: 0.06})
+                  draft_batch_s={1: 0.02, 2: 0.025, 4: 0.03, 8: 0.04, 16: 0.06}, extra_row_s={"target": 0.004})
 
 
 def test_a_runs_bound_is_the_cost_of_its_own_calls_at_the_measured_prices():
-    # 10 single draft steps, one 16-token prompt read and 3 checks of 5 tokens by the target, one of 40.
+    # 10 single draft steps, one 16-token prompt read and 3 checks of 5 tokens by the target (5 rows each,
+    # so 12 rows beyond one a call), one read of 40.
     calls = {"draft": {1: 10, 16: 1}, "target": {5: 3, 40: 1}}
     by_hand = 10 * 0.02 + 0.06 + 3 * (0.08 + (0.12 - 0.08) / 4) + 0.20 * 40 / 16
     assert SYNTHETIC.calls_s(calls) == pytest.approx(by_hand)
+    assert SYNTHETIC.calls_s(calls, {"target": 12}) == pytest.approx(by_hand + 12 * 0.004)
 
 
 def test_the_bounds_of_each_policy_against_a_hand_computation():

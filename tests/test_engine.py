@@ -250,3 +250,13 @@ def test_unusual_text_is_accepted(pair_engines):
     for prompt in ("\x00\x07 bell", "lone \ud800 surrogate", "\u202eright-to-left\u202c שלום", "🐱" * 20):
         _, s = run(engine, prompt, policy="speculative", max_tokens=5)
         assert s.n_tokens == 5
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_every_checked_draft_costs_the_target_one_logits_row(pair_engines, k):
+    """The summary records the rows each check asked for beyond one: one per drafted token checked."""
+    _, s = run(pair_engines["partly"], PROMPTS[0], policy="speculative", k=k, max_tokens=30, threshold=1e6)
+    assert s.extra_rows.get("target", 0) == s.n_drafted > 0
+    assert s.extra_rows.get("draft", 0) == 0
+    _, alone = run(pair_engines["partly"], PROMPTS[0], policy="target", max_tokens=30)
+    assert alone.extra_rows.get("target", 0) == 0 and sum(alone.call_sizes["target"].values()) == alone.target.calls

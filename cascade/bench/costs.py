@@ -26,6 +26,8 @@ class Costs:
     target_step_s: float  # one target token
     target_batch_s: dict[int, float] = field(default_factory=dict)  # n tokens in one target call
     draft_batch_s: dict[int, float] = field(default_factory=dict)
+    # What each logits row beyond the first adds to a call (the LM head for that position), by model
+    extra_row_s: dict[str, float] = field(default_factory=dict)
 
     def target_batch(self, n: int) -> float:
         """Cost of a target call over n tokens, interpolated linearly between measured sizes."""
@@ -35,11 +37,13 @@ class Costs:
         """Cost of one call of `model` ("draft" or "target") over n tokens."""
         return _interpolate(self.draft_batch_s if model == "draft" else self.target_batch_s, n)
 
-    def calls_s(self, call_sizes: dict[str, dict[int, int]]) -> float:
-        """What a run's calls ({model: {tokens: calls}}, as a Summary records them) cost at these prices:
-        the least model time that run's own pattern of calls could take."""
-        return sum(count * self.call_s(model, int(n)) for model, sizes in call_sizes.items()
-                   for n, count in sizes.items())
+    def calls_s(self, call_sizes: dict[str, dict[int, int]], extra_rows: dict[str, int] | None = None) -> float:
+        """What a run's calls ({model: {tokens: calls}}, and the logits rows asked for beyond one a call,
+        as a Summary records them) cost at these prices: the least model time that run's own pattern of
+        calls could take."""
+        calls = sum(count * self.call_s(model, int(n)) for model, sizes in call_sizes.items()
+                    for n, count in sizes.items())
+        return calls + sum(n * self.extra_row_s.get(model, 0.0) for model, n in (extra_rows or {}).items())
 
     def target_extra_s(self) -> float:
         """The target's cost for each further token of a call (from 1 to 16 tokens)."""
@@ -56,7 +60,8 @@ class Costs:
 
     def to_dict(self) -> dict:
         return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,
-                "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s}
+                "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s,
+                "extra_row_s": self.extra_row_s}
 
 
 def _interpolate(measured: dict[int, float], n: int) -> float:
@@ -66,26 +71,33 @@ def _interpolate(measured: dict[int, float], n: int) -> float:
     return float(np.interp(n, sizes, [measured[s] for s in sizes]))
 
 
-def _time_batches(runner: ModelRunner, context: list[int], sizes, repeats: int) -> dict[int, float]:
-    """Median time of evaluating n tokens on top of `context` (rolled back after each)."""
-    out = {}
-    for n in sizes:
-        extra = [context[i % len(context)] for i in range(n)]
-        times = []
-        for _ in range(repeats):
-            runner.advance(context, 1)  # the cache holds exactly the context
-            t = time.perf_counter()
-            runner.advance(context + extra, 1)
-            times.append(time.perf_counter() - t)
-        out[n] = float(np.median(times))
-    return out
+def _time_call(runner: ModelRunner, context: list[int], n: int, rows: int, repeats: int) -> float:
+    """Median time of evaluating n tokens on top of `context`, asking for `rows` logits rows (rolled
+    back after each)."""
+    extra = [context[i % len(context)] for i in range(n)]
+    times = []
+    for _ in range(repeats):
+        runner.advance(context, 1)  # the cache holds exactly the context
+        t = time.perf_counter()
+        runner.advance(context + extra, rows)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+# A check of k = 4 drafts asks for 5 rows: the extra rows' cost is measured at that size.
+ROWS_MEASURED_AT = 5
 
 
 def measure_costs(pair: ModelPair, context: list[int], repeats: int = 5) -> Costs:
     with pair.lock:
-        target = _time_batches(pair.target, context, BATCH_SIZES, repeats)
-        draft = _time_batches(pair.draft, context, BATCH_SIZES, repeats)
-    return Costs(draft_step_s=draft[1], target_step_s=target[1], target_batch_s=target, draft_batch_s=draft)
+        target = {n: _time_call(pair.target, context, n, 1, repeats) for n in BATCH_SIZES}
+        draft = {n: _time_call(pair.draft, context, n, 1, repeats) for n in BATCH_SIZES}
+        n = ROWS_MEASURED_AT
+        extra_row = {name: max(0.0, _time_call(runner, context, n, n, repeats)
+                               - _time_call(runner, context, n, 1, repeats)) / (n - 1)
+                     for name, runner in (("target", pair.target), ("draft", pair.draft))}
+    return Costs(draft_step_s=draft[1], target_step_s=target[1], target_batch_s=target, draft_batch_s=draft,
+                 extra_row_s=extra_row)
 
 
 @dataclass(frozen=True)

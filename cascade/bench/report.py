@@ -49,8 +49,11 @@ def costs_table(result: BenchResult) -> str:
                  "tokens escalated, evenly spread " + ", ".join(f"s={s:.2f}: {v:.2f}×" for s, v in b.cascade_at_share.items())
                  + "; speculative if every draft were accepted "
                  + ", ".join(f"k={k}: {v:.2f}×" for k, v in b.speculative_best_case.items()) + ".")
+    rows = ", ".join(f"{model} {v * 1000:.1f} ms" for model, v in c.extra_row_s.items())
+    lines.append(f"\nEach logits row asked for beyond one a call (a check needs one per checked token) adds: {rows}.")
     lines.append("\n\"vs bound\": each row's measured speed over the best its own calls allow at these costs (the "
-                 "time its runs' calls, by size, would take at the costs above, over the time they took).")
+                 "time its runs' calls, by size and logits rows, would take at the costs above, over the time they "
+                 "took).")
     return "\n".join(lines)
 
 

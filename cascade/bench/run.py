@@ -40,7 +40,7 @@ def total(summaries: Sequence[Summary]) -> Summary:
     return dataclasses.replace(
         first, text="", stop_reason=first.stop_reason, **{name: add(name) for name in counts},
         draft=sum((s.draft for s in summaries), ModelStats()), target=sum((s.target for s in summaries), ModelStats()),
-        modes={}, first_token_s=None, call_sizes={})
+        modes={}, first_token_s=None, call_sizes={}, extra_rows={})
 
 
 @dataclass
@@ -191,7 +191,7 @@ def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], ma
     costs = {name: measure_costs(e.pair, context) for name, e in engines.items()}
     for row in rows:
         if all(s.call_sizes for s in row.runs):
-            row.bound_s = sum(costs[row.draft].calls_s(s.call_sizes) for s in row.runs)
+            row.bound_s = sum(costs[row.draft].calls_s(s.call_sizes, s.extra_rows) for s in row.runs)
     horizon = max(r.total.n_tokens // max(len(r.runs), 1) for r in rows)
     measured_acceptance = {r.config.k: r.total.acceptance_rate for r in rows
                            if r.config.policy == "speculative" and not r.draft and r.total.acceptance_rate}
