@@ -165,12 +165,20 @@ def run_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _engines_by_threads(spec: str) -> tuple[int, int]:
+    """"2x1" -> (2 engines, 1 thread per model)."""
+    engines, sep, threads = spec.lower().partition("x")
+    if not (sep and engines.isdigit() and threads.isdigit() and int(engines) >= 1 and int(threads) >= 1):
+        raise ValueError(f"--settings takes ENGINESxTHREADS such as 2x1, got {spec!r}")
+    return int(engines), int(threads)
+
+
 def run_workers_command(args: argparse.Namespace) -> int:
     from .bench.workers import measure_workers, workers_table
     from .examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
-    settings = [tuple(int(x) for x in s.lower().split("x")) for s in args.settings]
+    settings = [_engines_by_threads(s) for s in args.settings]
     rows = measure_workers(model_config(model_flags(args)), examples,
                            GenerationConfig(policy=args.policy, max_tokens=args.max_tokens), settings,
                            log=lambda msg: print(msg, file=sys.stderr))

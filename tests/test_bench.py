@@ -96,3 +96,9 @@ def test_a_draft_variant_runs_beside_the_main_draft_in_one_bench(toy, tmp_path):
     assert [(row["label"], row["draft"]) for row in result["rows"]] == [
         ("target", ""), ("cascade 3", ""), ("cascade 3 · large", "large")]
     assert set(result["variant_costs"]) == {"large"} and "draft · large" in r.stdout
+
+
+@pytest.mark.parametrize("bad", ["2", "twoxone", "0x2", "2x"])
+def test_the_workers_bench_names_a_bad_setting(bad):
+    r = cascade("workers", "--draft", "d.gguf", "--target", "t.gguf", "--settings", bad)
+    assert r.returncode == 2 and "--settings takes ENGINESxTHREADS" in r.stderr and "Traceback" not in r.stderr
