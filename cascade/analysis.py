@@ -99,11 +99,15 @@ class Routing:
         """Whether prompt lookup proposed any token of this run (kept or not)."""
         return any(e.source == "lookup" for e in self.events)
 
+    @staticmethod
+    def whatif_asked(run_threshold: float, threshold: float | None) -> bool:
+        """Whether a what-if was asked for: a threshold other than the run's."""
+        return threshold is not None and threshold != run_threshold
+
     def whatif_threshold(self, run_threshold: float, threshold: float | None) -> float | None:
-        """The threshold to re-colour by: `threshold` if it differs from the run's and the run has
+        """The threshold to re-colour by: `threshold` if a what-if was asked for and the run has
         positions the draft scored; otherwise None (show the run as it happened)."""
-        asked = threshold is not None and threshold != run_threshold
-        return threshold if asked and self.has_whatif else None
+        return threshold if self.whatif_asked(run_threshold, threshold) and self.has_whatif else None
 
     def whatif_counts(self, threshold: float) -> tuple[int, int, int]:
         """(positions that would go to the target, positions the draft scored, all positions)."""

@@ -22,8 +22,7 @@ from .policies import POLICIES
 # instead of 1.16x.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
-# The seed's own draft, one setting away: CASCADE_DRAFT=<this> (or --draft).
-SEED_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf"
+# The seed's own draft is one setting away: CASCADE_DRAFT=.../qwen2.5-0.5b-instruct-q4_k_m.gguf (README).
 
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:

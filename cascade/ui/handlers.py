@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -34,7 +34,9 @@ from .service import SERVER_TROUBLE, public_message
 
 log = logging.getLogger(__name__)
 
-EngineProvider = Callable[[Callable[[str], None]], Engine]
+# Given a progress callback, the engine to use, or a context manager that lends one for the request
+# (a pool: `EngineService.lease`); see `lent_engine`.
+EngineProvider = Callable[[Callable[[str], None]], Any]
 
 # Rebuilding the text and the chart costs a few milliseconds and, while the page's handler does it,
 # the models wait: a few pictures a second look live and keep generation at the engine's own speed.
@@ -85,14 +87,12 @@ class Update:
     run: Any = KEEP
     compare_html: Any = KEEP
     numbers: Any = KEEP
-    download: Any = KEEP  # the "Download this run" button: a file to give, or hidden
 
     def values(self, names: Sequence[str]) -> tuple:
         """The named outputs in order: what a Gradio handler returns for `outputs=[...]` in that order."""
         return tuple(gr.skip() if getattr(self, name) is KEEP else getattr(self, name) for name in names)
 
 
-OUTPUTS = tuple(f.name for f in fields(Update))
 GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run")
 COMPARE_OUTPUTS = ("compare_html", "numbers", "run")
 WHATIF_OUTPUTS = ("text_html", "chart")

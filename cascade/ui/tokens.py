@@ -135,7 +135,8 @@ def text_panel(routing: Routing, *, run_threshold: float, threshold: float | Non
     """The whole text box: a legend, the what-if banner when the threshold differs from the run's,
     and the tokens."""
     whatif = routing.whatif_threshold(run_threshold, threshold)
-    banner = whatif_banner(routing, run_threshold, threshold) if threshold not in (None, run_threshold) else ""
+    asked = Routing.whatif_asked(run_threshold, threshold)
+    banner = whatif_banner(routing, run_threshold, threshold) if asked else ""
     body = tokens_html(routing, whatif=whatif)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
