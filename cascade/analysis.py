@@ -11,6 +11,11 @@ from functools import cached_property
 from typing import Iterable, Sequence
 
 from .events import TokenEvent
+from .rules import RULE_TABLE, Rule
+
+
+def as_rule(rule: Rule | str) -> Rule:
+    return rule if isinstance(rule, Rule) else RULE_TABLE[rule]
 
 
 @dataclass(frozen=True)
@@ -35,20 +40,31 @@ class Slot:
         return self.token.source == "lookup"
 
     @property
-    def routing_ppl(self) -> float | None:
-        """The draft's perplexity of its own choice here: the number the threshold is compared with.
-
-        None where the draft never scored a token of its own (the `target` policy, the extra token
-        the target adds after accepting a whole speculative batch, a token prompt lookup proposed).
-        """
+    def reading(self) -> TokenEvent | None:
+        """The event carrying the draft's reading of its own choice here: the token it wrote, or the
+        proposal the target overruled. None where the draft never proposed a token of its own (the
+        `target` policy, the extra token the target adds after accepting a whole speculative batch, a
+        token prompt lookup proposed)."""
         if not self.by_target:
-            return self.token.draft_ppl
-        return self.proposal.draft_ppl if self.proposal is not None else None
+            return self.token if self.token.draft_ppl is not None else None
+        return self.proposal if self.proposal is not None and self.proposal.draft_ppl is not None else None
 
-    def would_escalate(self, threshold: float) -> bool | None:
-        """What-if: would the draft's recorded perplexity here send this position to the target?"""
-        ppl = self.routing_ppl
-        return None if ppl is None else ppl > threshold
+    @property
+    def routing_ppl(self) -> float | None:
+        """The draft's perplexity of its own choice here: the seed's rule's number."""
+        reading = self.reading
+        return None if reading is None else reading.draft_ppl
+
+    def score(self, rule: Rule | str = "perplexity") -> float | None:
+        """The rule's number for this position (what its threshold is compared with), where recorded."""
+        reading = self.reading
+        return None if reading is None else as_rule(rule).score(reading)
+
+    def would_escalate(self, threshold: float, rule: Rule | str = "perplexity") -> bool | None:
+        """What-if: would the draft's recorded reading here send this position to the target under
+        `rule` at `threshold`? None where the reading lacks the rule's number."""
+        score = self.score(rule)
+        return None if score is None else as_rule(rule).escalates(score, threshold)
 
 
 def slots(events: Iterable[TokenEvent]) -> list[Slot]:
@@ -90,6 +106,10 @@ class Routing:
         """Whether the draft scored any position, so that another threshold could route differently."""
         return any(s.routing_ppl is not None for s in self.slots)
 
+    def scored_by(self, rule: Rule | str) -> bool:
+        """Whether any position has the rule's number (the learned score needs a router at run time)."""
+        return any(s.score(rule) is not None for s in self.slots)
+
     @property
     def n_by_target(self) -> int:
         return sum(s.by_target for s in self.slots)
@@ -100,16 +120,19 @@ class Routing:
         return any(e.source == "lookup" for e in self.events)
 
     @staticmethod
-    def whatif_asked(run_threshold: float, threshold: float | None) -> bool:
-        """Whether a what-if was asked for: a threshold other than the run's."""
-        return threshold is not None and threshold != run_threshold
+    def whatif_asked(run_threshold: float, threshold: float | None, run_rule: str = "perplexity",
+                     rule: str | None = None) -> bool:
+        """Whether a what-if was asked for: a threshold, or a rule, other than the run's."""
+        return (threshold is not None and threshold != run_threshold) or (rule is not None and rule != run_rule)
 
-    def whatif_threshold(self, run_threshold: float, threshold: float | None) -> float | None:
+    def whatif_threshold(self, run_threshold: float, threshold: float | None, run_rule: str = "perplexity",
+                         rule: str | None = None) -> float | None:
         """The threshold to re-colour by: `threshold` if a what-if was asked for and the run has
-        positions the draft scored; otherwise None (show the run as it happened)."""
-        return threshold if self.whatif_asked(run_threshold, threshold) and self.has_whatif else None
+        positions with the rule's number; otherwise None (show the run as it happened)."""
+        asked = self.whatif_asked(run_threshold, threshold, run_rule, rule)
+        return threshold if asked and threshold is not None and self.scored_by(rule or run_rule) else None
 
-    def whatif_counts(self, threshold: float) -> tuple[int, int, int]:
-        """(positions that would go to the target, positions the draft scored, all positions)."""
-        verdicts = [s.would_escalate(threshold) for s in self.slots]
+    def whatif_counts(self, threshold: float, rule: Rule | str = "perplexity") -> tuple[int, int, int]:
+        """(positions that would go to the target, positions with the rule's number, all positions)."""
+        verdicts = [s.would_escalate(threshold, rule) for s in self.slots]
         return sum(v is True for v in verdicts), sum(v is not None for v in verdicts), len(self.slots)

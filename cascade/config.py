@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .policies import POLICIES
+from .rules import RULE_TABLE, RULES
 
 # Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B. The draft is Q4_0, not the
 # seed's Q4_K_M: on a CPU it is faster (llama-bench, 2 threads: 1.21x writing, 1.5-1.7x in batches), and
@@ -78,9 +79,14 @@ class GenerationConfig:
     """One request: which policy writes, and how it decides."""
 
     policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES)
-    # The seed's value: the draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2.
-    # Perplexity is never below 1, so a threshold under 1 sends every token to the target.
-    threshold: float = _opt(5.0, "escalate a draft token whose perplexity exceeds this", min=0.0, max=1e6)
+    # How the draft judges its own token (`rules.py`): the seed's perplexity by default.
+    rule: str = _opt("perplexity", "cascade, bild: how the draft judges its own token: " + ", ".join(RULES),
+                     choices=RULES)
+    # In the rule's own units and range; unset, the rule's default. The seed's value for perplexity: the
+    # draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2. Perplexity is never below
+    # 1, so a threshold under 1 sends every token to the target.
+    threshold: float | None = _opt(None, "escalate a draft token the rule finds doubtful beyond this (in the rule's "
+                                   "units; default: the rule's own)", type=float)
     # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
     # inside the paper's 2-5 nats of cross-entropy).
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
@@ -103,12 +109,24 @@ class GenerationConfig:
     chat: bool = _opt(True, "wrap the prompt in the model's chat template")
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
+    def __post_init__(self) -> None:
+        if self.threshold is None and self.rule in RULE_TABLE:
+            object.__setattr__(self, "threshold", RULE_TABLE[self.rule].default)
+
+    @property
+    def judge(self):
+        """The deferral rule (`rules.Rule`) this config names."""
+        return RULE_TABLE[self.rule]
+
     def validate(self) -> "GenerationConfig":
         """Raise ValueError naming the first bad setting; return self so calls can chain."""
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        if self.rule not in RULE_TABLE:
+            raise ValueError(f"unknown rule {self.rule!r}; choose one of {', '.join(RULES)}")
         for f in dataclasses.fields(self):
             _check_value(f, getattr(self, f.name))
+        self.judge.check(self.threshold)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
         return self
@@ -123,6 +141,8 @@ class GenerationConfig:
         if unknown:
             raise ValueError(f"unknown setting {unknown[0]!r}")
         typed = {name: _as_type(fields[name], value) for name, value in values.items()}
+        if "rule" in typed and "threshold" not in typed:
+            typed["threshold"] = None  # another rule, its own default threshold
         return dataclasses.replace(base or cls(), **typed).validate()
 
     def replace(self, **changes: Any) -> "GenerationConfig":
@@ -134,8 +154,12 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
+def _kind(f: dataclasses.Field) -> type:
+    return f.metadata.get("type", type(f.default))
+
+
 def _check_value(f: dataclasses.Field, value: Any) -> None:
-    kind = type(f.default)
+    kind = _kind(f)
     if kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{f.name} must be a number, got {value!r}")
@@ -153,7 +177,7 @@ def _check_value(f: dataclasses.Field, value: Any) -> None:
 def _as_type(f: dataclasses.Field, value: Any) -> Any:
     """The value converted to the field's type where that is unambiguous; otherwise unchanged, for
     `validate` to refuse by name."""
-    kind = type(f.default)
+    kind = _kind(f)
     if kind in (int, float) and isinstance(value, str):
         try:
             value = float(value.strip())

@@ -8,6 +8,9 @@ not seen. Counting is the `Recorder`'s; `auto` watches through the same `Observe
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -16,13 +19,15 @@ import numpy as np
 from . import sampling as S
 from .auto import AutoTuner
 from .config import GenerationConfig
-from .events import Event, Source, Status, StopReason, TokenEvent
+from .events import Event, Source, Status, StopReason, Summary, TokenEvent
 from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
 from .policies import POLICY_TABLE, Mode
 from .prompt import PromptError, encode_prompt
 from .recorder import Recorder
+from .router import History, Router, features
+from .rules import DraftReading, read_row
 from .text import TextAssembler
 
 
@@ -42,11 +47,14 @@ class Proposal:
     draft_logits: np.ndarray | None  # the draft's row for this position: scores a target token written here
     q: np.ndarray | None  # the distribution it was drawn from (speculative sampling needs it)
     source: Source = "draft"  # "draft", or "lookup": copied from earlier in the text
+    reading: DraftReading | None = None  # what the draft knew of the position (None: looked up)
 
 
 class Engine:
-    def __init__(self, pair: ModelPair) -> None:
+    def __init__(self, pair: ModelPair, router: Router | None = None) -> None:
         self.pair = pair
+        # The learned rule's router, if one was loaded: every draft reading then carries its score.
+        self.router = router
         # What `auto` has learned about this pair's costs; it carries over between requests.
         self.tuner = AutoTuner()
 
@@ -68,6 +76,9 @@ class Engine:
         """
         config = (config or GenerationConfig()).validate()
         policy = POLICY_TABLE[config.policy]
+        if config.rule == "learned" and self.router is None and "threshold" in policy.settings:
+            raise ValueError("the learned rule needs a router, and none is loaded: train one with "
+                             "`python -m cascade router train` and name it with --router or CASCADE_ROUTER")
         with self.pair.lock:
             if policy.loop is not None:
                 yield from policy.own_loop()(self.pair, prompt, config)
@@ -78,7 +89,8 @@ class Engine:
             # batch, so the same request could then write a different text; this way it never does.
             self.pair.draft.clear()
             self.pair.target.clear()
-            yield from Generation(self.pair, prompt_tokens, config, self.tuner if policy.steered else None).run()
+            yield from Generation(self.pair, prompt_tokens, config, self.tuner if policy.steered else None,
+                                  router=self.router).run()
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
         """Teach `auto` this pair's costs before any request, as part of loading: a short run of the
@@ -91,18 +103,22 @@ class Engine:
                            GenerationConfig(policy="speculative", k=4, max_tokens=tokens)):
                 self.pair.draft.clear()
                 self.pair.target.clear()
-                for _ in Generation(self.pair, prompt_tokens, config, watchers=[self.tuner]).run():
+                for _ in Generation(self.pair, prompt_tokens, config, watchers=[self.tuner], score=False).run():
                     pass
 
 
 class Generation:
     """One request's run of the loop. `run()` yields its events, then its Summary.
 
-    `tuner` steers: it chooses how each round is written (auto). `watchers` only observe."""
+    `tuner` steers: it chooses how each round is written (auto). `watchers` only observe. `router`
+    scores every draft reading (the learned rule). `score`: the target reads the finished text for the
+    Summary's quality figures (`score_text`)."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
-                 tuner: AutoTuner | None = None, watchers: Sequence[Observer] = ()) -> None:
-        self.pair, self.config, self.tuner = pair, config, tuner
+                 tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
+                 score: bool = True) -> None:
+        self.pair, self.config, self.tuner, self.router, self.score = pair, config, tuner, router, score
+        self.rule = config.judge
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampling = S.Sampling(config.temperature, config.top_k, config.top_p)
@@ -113,6 +129,10 @@ class Generation:
         self.budget = min(config.max_tokens, pair.config.n_ctx - len(self.prompt))
         self.out: list[int] = []
         self.pending: list[Proposal] = []
+        self.history = History()  # the draft's readings at the output's positions, for the router
+        self.routing_s = 0.0  # time spent reading the draft's rows and judging them
+        # The target's view of output positions it scored while writing: (log p of the token, its own argmax?)
+        self.target_seen: dict[int, tuple[float, bool]] = {}
         self.text = TextAssembler(config.stop)
         self.stop_reason: StopReason | None = None
         self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None,
@@ -134,12 +154,12 @@ class Generation:
                     yield from self.target_turn()
                     continue
                 proposal = self.draft_one()
-                doubtful = proposal.draft_ppl > self.config.threshold
+                doubtful = self.doubtful(proposal.reading)
                 self.notify("proposed", doubtful)
                 if policy.escalates and doubtful:
                     yield from self.target_turn(escalated=proposal)
                 elif policy.check == "none":
-                    yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None)
+                    yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None, proposal.reading)
                 else:
                     self.pending.append(proposal)
                     if self.time_to_check(proposal):
@@ -151,7 +171,10 @@ class Generation:
             # Drafts the output did not keep leave the caches now, so each holds only real text.
             for runner in (self.pair.draft, self.pair.target):
                 runner.trim_to(self.prompt + self.out)
-        yield self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
+        summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
+        summary = dataclasses.replace(summary, routing_s=self.routing_s,
+                                      rule=self.config.rule if self.mode.policy.escalates else "")
+        yield self.score_text(summary) if self.score else summary
 
     def notify(self, hook: str, *args) -> None:
         for observer in self.observers:
@@ -177,7 +200,24 @@ class Generation:
         row = self.advance("draft", context, 1)[0]
         q = None if self.sampling.greedy else S.distribution(row, self.sampling)
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
-        return Proposal(len(self.out) + len(self.pending), token, S.token_perplexity(row, token), row, q)
+        position = len(self.out) + len(self.pending)
+        reading = self.read(row, token, position)
+        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading)
+
+    def read(self, row: np.ndarray, token: int, position: int) -> DraftReading:
+        """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded."""
+        started = time.perf_counter()
+        reading = read_row(row, token)
+        if self.router is not None:
+            history = History(self.history.items + [_history_item(p.reading, p.draft_ppl) for p in self.pending])
+            x = features(reading, history, self.pair.token_class(token), position)
+            reading = dataclasses.replace(reading, draft_score=self.router.probability(x))
+        self.routing_s += time.perf_counter() - started
+        return reading
+
+    def doubtful(self, reading: DraftReading) -> bool:
+        """Whether the rule sends this position to the target at the configured threshold."""
+        return self.rule.escalates(self.rule.score(reading), self.config.threshold)
 
     def look_up(self) -> bool:
         """Prompt lookup: up to k tokens that followed the text's end where it occurred before become
@@ -213,24 +253,30 @@ class Generation:
         rows = self.advance("target", context, len(pending) + 1)
         target_ppls = [S.token_perplexity(row, p.token) for p, row in zip(pending, rows)]
         kept, token = self.judge(pending, rows, target_ppls)
+        for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
+            self.target_seen[p.position] = (-math.log(target_ppl) if math.isfinite(target_ppl) else -math.inf,
+                                            int(np.argmax(row)) == p.token)
         if pending:
             self.notify("checked", kept, min(kept + 1, len(pending)))
         for p, target_ppl in zip(pending[:kept], target_ppls):
-            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl)
+            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl, p.reading)
             if self.stop_reason:
                 return
         discard: Status = "rolled_back" if self.mode.policy.check == "rollback" else "rejected"
         for p, target_ppl in zip(pending[kept:], target_ppls[kept:]):
-            yield self.tell(p.position, p.token, self.piece(p.token), p.source, discard, p.draft_ppl, target_ppl)
+            yield self.tell(p.position, p.token, self.piece(p.token), p.source, discard, p.draft_ppl, target_ppl,
+                            p.reading)
         if escalated is not None:
             yield self.tell(escalated.position, escalated.token, self.piece(escalated.token), "draft", "escalated",
-                            escalated.draft_ppl, None)
+                            escalated.draft_ppl, None, escalated.reading)
         # The draft's view of the position the target now writes, when the draft scored it.
         # (None where nothing was proposed here, or lookup proposed it: the draft scored nothing.)
         at = pending[kept] if kept < len(pending) else escalated
         scored = at is not None and at.draft_logits is not None
         draft_ppl = S.token_perplexity(at.draft_logits, token) if scored else None
-        yield from self.emit(token, "target", draft_ppl, S.token_perplexity(rows[kept], token))
+        self.target_seen[len(self.out)] = (S.token_logprob(rows[kept], token), int(np.argmax(rows[kept])) == token)
+        yield from self.emit(token, "target", draft_ppl, S.token_perplexity(rows[kept], token),
+                             at.reading if scored else None)
 
     def judge(self, pending: list[Proposal], rows: np.ndarray, target_ppls: list[float]) -> tuple[int, int]:
         """How many pending tokens to keep, and the target's token for the next position."""
@@ -258,12 +304,14 @@ class Generation:
 
     # ---- output -----------------------------------------------------------------------------------
 
-    def emit(self, token: int, source: Source, draft_ppl: float | None, target_ppl: float | None) -> Iterator[Event]:
+    def emit(self, token: int, source: Source, draft_ppl: float | None, target_ppl: float | None,
+             reading: DraftReading | None = None) -> Iterator[Event]:
         """Append a token to the output and stop if it ends the generation."""
         position = len(self.out)
         self.out.append(token)
+        self.history.items.append(_history_item(reading, draft_ppl))
         text = self.text.push(self.pair.draft.llm.detokenize([token]))
-        yield self.tell(position, token, text, source, "accepted", draft_ppl, target_ppl)
+        yield self.tell(position, token, text, source, "accepted", draft_ppl, target_ppl, reading)
         if self.pair.is_end_of_generation(token):
             self.stop_reason = "eos"
         elif self.text.stopped:
@@ -272,11 +320,59 @@ class Generation:
             self.stop_reason = "max_tokens" if self.budget == self.config.max_tokens else "context_full"
 
     def piece(self, token: int) -> str:
-        return self.pair.draft.llm.detokenize([token]).decode("utf-8", errors="replace")
+        return self.pair.piece(token)
 
     def tell(self, position: int, token: int, text: str, source: Source, status: Status,
-             draft_ppl: float | None, target_ppl: float | None) -> TokenEvent:
+             draft_ppl: float | None, target_ppl: float | None, reading: DraftReading | None = None) -> TokenEvent:
+        seen = {} if reading is None else {
+            "draft_top1": reading.draft_top1, "draft_top2": reading.draft_top2,
+            "draft_entropy": reading.draft_entropy, "draft_score": reading.draft_score}
         event = TokenEvent(position=position, token_id=token, text=text, source=source, status=status,
-                           draft_ppl=draft_ppl, target_ppl=target_ppl, t=self.recorder.elapsed())
+                           draft_ppl=draft_ppl, target_ppl=target_ppl, t=self.recorder.elapsed(), **seen)
         self.notify("told", event)
         return event
+
+    # ---- quality ----------------------------------------------------------------------------------
+
+    def score_text(self, summary: Summary) -> Summary:
+        """The Summary with the target's view of the finished text: its perplexity of the text and the
+        share of tokens it would have chosen itself. Positions it scored while writing are not read
+        again; it reads the rest now (from the first it did not score), which `scoring_s` times and
+        `wall_s` does not include."""
+        if not self.out:
+            return summary
+        started = time.perf_counter()
+        seen = dict(self.target_seen)
+        missing = [i for i in range(len(self.out)) if i not in seen]
+        if missing:
+            seen.update(target_view(self.pair.target, self.prompt, self.out, missing[0]))
+        logps = [seen[i][0] for i in range(len(self.out))]
+        nll = -sum(logps) / len(logps)
+        return dataclasses.replace(summary, text_ppl_by_target=math.exp(nll) if nll < 700 else math.inf,
+                                   target_agreement=sum(seen[i][1] for i in range(len(self.out))) / len(self.out),
+                                   scoring_s=time.perf_counter() - started)
+
+
+SCORING_CHUNK = 32  # rows a scoring call asks for at most (each row is the whole vocabulary)
+
+
+def target_view(target, prompt: Sequence[int], out: Sequence[int], first: int = 0) -> dict[int, tuple[float, bool]]:
+    """For output positions from `first` on: (the target's log-probability of the token written there,
+    whether it is the target's own greedy choice), read in chunks of SCORING_CHUNK positions. The
+    target's cache keeps what it already holds of the prompt and the text before `first`."""
+    out_view: dict[int, tuple[float, bool]] = {}
+    for start in range(first, len(out), SCORING_CHUNK):
+        end = min(start + SCORING_CHUNK, len(out))
+        # Row j of the last (end - start) rows of prompt + out[:end - 1] predicts out[start + j].
+        rows = target.advance(list(prompt) + list(out[:end - 1]), end - start)
+        for j, row in enumerate(rows):
+            token = out[start + j]
+            out_view[start + j] = (S.token_logprob(row, token), int(np.argmax(row)) == token)
+    return out_view
+
+
+def _history_item(reading: DraftReading | None, draft_ppl: float | None) -> tuple[float, float] | None:
+    """(entropy at a position, the draft's log-probability of the token written there), where the draft read it."""
+    if reading is None or draft_ppl is None:
+        return None
+    return reading.draft_entropy, (-math.log(draft_ppl) if math.isfinite(draft_ppl) else -700.0)

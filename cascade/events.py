@@ -39,6 +39,13 @@ class TokenEvent:
     draft_ppl: float | None  # the draft's perplexity of this token, where the draft scored it
     target_ppl: float | None  # the target's perplexity of this token, where the target scored it
     t: float  # seconds since the generation started
+    # The draft's reading of this position where it read it (`rules.DraftReading`), so any rule can
+    # re-judge the run: its top-1 and top-2 probabilities, its entropy (nats), and the learned router's
+    # probability that the target would write another token (None without a router).
+    draft_top1: float | None = None
+    draft_top2: float | None = None
+    draft_entropy: float | None = None
+    draft_score: float | None = None
 
     @property
     def accepted(self) -> bool:
@@ -46,7 +53,8 @@ class TokenEvent:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["draft_ppl"], d["target_ppl"] = _finite(self.draft_ppl), _finite(self.target_ppl)
+        for key in ("draft_ppl", "target_ppl", "draft_entropy"):
+            d[key] = _finite(d[key])
         return d
 
 
@@ -91,6 +99,15 @@ class Summary:
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
     n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
+    # Quality, from the target reading the final text (`engine.Generation.score_text`): its perplexity of
+    # the text (exp of the mean negative log-likelihood per token), and the share of tokens it would have
+    # written itself (greedy) after the same prefix. Positions the target scored while writing are not read
+    # again; the rest are read after the run, in `scoring_s`, which `wall_s` does not include.
+    text_ppl_by_target: float | None = None
+    target_agreement: float | None = None
+    scoring_s: float = 0.0
+    rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
+    routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
 
     @property
     def target_share(self) -> float:
@@ -124,7 +141,7 @@ class Summary:
         d = dataclasses.asdict(self)
         d.update(target_share=self.target_share, acceptance_rate=self.acceptance_rate,
                  tokens_per_s=self.tokens_per_s, writing_tokens_per_s=self.writing_tokens_per_s,
-                 overhead_s=self.overhead_s,
+                 overhead_s=self.overhead_s, text_ppl_by_target=_finite(self.text_ppl_by_target),
                  # JSON's keys are text: the call sizes as "5": 12
                  call_sizes={model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()})
         return d

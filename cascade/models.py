@@ -172,10 +172,23 @@ class ModelPair:
     target_path: Path
     config: ModelConfig
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _classes: dict[int, tuple[float, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def n_vocab(self) -> int:
         return self.draft.n_vocab
+
+    def piece(self, token: int) -> str:
+        """A token's own text (a part of a character shows as U+FFFD)."""
+        return self.draft.llm.detokenize([token]).decode("utf-8", errors="replace")
+
+    def token_class(self, token: int) -> tuple[float, ...]:
+        """The router's flags for a token's text (`router.token_class`), computed once per token."""
+        if token not in self._classes:
+            from .router import token_class
+
+            self._classes[token] = token_class(self.piece(token))
+        return self._classes[token]
 
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))

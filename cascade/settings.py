@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .config import GenerationConfig, ModelConfig
 from .policies import POLICY_TABLE
+from .rules import RULE_TABLE
 
 
 def _model_fields() -> list[dataclasses.Field]:
@@ -56,7 +57,7 @@ def model_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # GenerationConfig fields set otherwise than by a `--name value` flag.
-_SPECIAL = ("policy", "chat", "stop")
+_SPECIAL = ("policy", "rule", "threshold", "chat", "stop")
 
 
 def add_generation_flags(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +66,14 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=list(POLICY_TABLE), default=default.policy,
                         help="who writes (default %(default)s): "
                              + "; ".join(f"{p.name}: {p.description}" for p in POLICY_TABLE.values()))
+    parser.add_argument("--rule", choices=list(RULE_TABLE), default=default.rule,
+                        help="cascade, bild: how the draft judges its own token (default %(default)s): "
+                             + "; ".join(f"{r.name}: {r.description}" for r in RULE_TABLE.values()))
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="escalate where the rule finds the draft's token doubtful beyond this, in the rule's "
+                             "units (default, and range: "
+                             + "; ".join(f"{r.name} {r.default:g}, {r.low:g} to {r.high:g}" for r in RULE_TABLE.values())
+                             + ")")
     for f in dataclasses.fields(GenerationConfig):
         if f.name in _SPECIAL:
             continue

@@ -29,5 +29,16 @@ def test_defaults_are_valid_and_match_the_seed():
 
 def test_limits_expose_default_range_and_help():
     meta = limits(GenerationConfig, "threshold")
-    assert meta["default"] == 5.0 and meta["min"] == 0.0 and "perplexity" in meta["help"]
+    assert meta["default"] is None and "rule" in meta["help"]  # each rule has its own (rules.py)
     assert limits(ModelConfig, "n_ctx")["default"] == 4096
+
+
+def test_each_rule_brings_its_own_default_threshold():
+    from cascade.rules import RULE_TABLE
+
+    for name, rule in RULE_TABLE.items():
+        config = GenerationConfig(rule=name).validate()
+        assert config.threshold == rule.default and rule.low <= rule.default <= rule.high
+    # Another rule named without a threshold takes that rule's default, not the old rule's value.
+    assert GenerationConfig.parse({"rule": "margin"}, GenerationConfig(threshold=3.0)).threshold == RULE_TABLE["margin"].default
+    assert GenerationConfig.parse({"rule": "entropy", "threshold": "2.5"}).threshold == 2.5

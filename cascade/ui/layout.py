@@ -13,6 +13,7 @@ import gradio as gr
 from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
+from ..rules import RULE_TABLE
 from . import tokens
 from .handlers import (COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, Update,
                        WHATIF_OUTPUTS, EngineProvider, make_compare, make_generate, offer_download, stop, whatif)
@@ -60,6 +61,9 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
     """A slider for a GenerationConfig field: its default, its range (narrowed to what a visitor needs)
     and its help."""
     meta = limits(GenerationConfig, name)
+    if name == "threshold":  # in the default rule's units
+        rule = RULE_TABLE[limits(GenerationConfig, "rule")["default"]]
+        meta = {**meta, "min": rule.low, "max": rule.high, "default": rule.default}
     return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
                      maximum=min(meta["max"], hi) if hi is not None else meta["max"],
                      value=meta["default"], step=step, label=label, info=info or meta["help"])

@@ -1,0 +1,165 @@
+"""The learned router: a logistic regression that predicts "the big model would write another token here".
+
+It reads only what the draft has before the target is asked: the reading of the position (`rules.py`),
+the readings of the last few positions, what kind of token the draft proposes, and how far into the text
+it is. Fitting uses scikit-learn (`fit`, for the command `python -m cascade router train`); using a router
+is a dot product in numpy, so the page does not need scikit-learn. A router is a small JSON file: feature
+names, the standardisation, the weights, the pair it was trained on and the data's size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .rules import DraftReading
+
+HISTORY = 3  # earlier positions whose readings are features
+
+FEATURES: tuple[str, ...] = (
+    "logp_token",  # log-probability of the proposed token (the seed's rule, as a log)
+    "logp_top1", "logp_top2", "margin", "entropy",
+    "prev_entropy",  # entropy at the previous position
+    "prev_logp_written",  # the draft's log-probability of the token written at the previous position
+    "mean_entropy_recent",  # mean entropy over the last HISTORY positions
+    "min_logp_written_recent",  # the most surprising written token of the last HISTORY positions
+    "has_history",  # 0 at the first position, where the history features are 0
+    "token_space", "token_newline", "token_punct", "token_digit", "token_letter", "token_nonascii",
+    "log_position",
+)
+
+# Token classes: computed once per token id from its text.
+_CLASSES = ("token_space", "token_newline", "token_punct", "token_digit", "token_letter", "token_nonascii")
+
+
+def token_class(piece: str) -> tuple[float, ...]:
+    """Flags of a token's text: starts with a space, holds a newline, is punctuation only, holds a
+    digit, holds a letter, holds a character outside ASCII."""
+    stripped = piece.strip()
+    return (float(piece[:1] == " "), float("\n" in piece),
+            float(bool(stripped) and all(unicodedata.category(c).startswith("P") or unicodedata.category(c).startswith("S")
+                                         for c in stripped)),
+            float(any(c.isdigit() for c in piece)), float(any(c.isalpha() for c in piece)),
+            float(any(ord(c) > 127 for c in piece)))
+
+
+@dataclass
+class History:
+    """The draft's readings at the positions written so far, as the router's history features need them:
+    (entropy there, the draft's log-probability of the token that was written there), None where the
+    draft did not read the position."""
+
+    items: list[tuple[float, float] | None] = field(default_factory=list)
+
+    def add(self, entropy: float | None, logp_written: float | None) -> None:
+        self.items.append(None if entropy is None or logp_written is None else (entropy, logp_written))
+
+    def truncate(self, n: int) -> None:
+        del self.items[n:]
+
+
+def features(reading: DraftReading, history: History, piece_class: Sequence[float], position: int) -> np.ndarray:
+    """The router's input for one position, in the order of FEATURES."""
+    top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
+    logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
+    recent = [h for h in history.items[-HISTORY:] if h is not None]
+    last = history.items[-1] if history.items else None
+    return np.array([
+        logp, math.log(top1), math.log(top2), reading.draft_top1 - reading.draft_top2, reading.draft_entropy,
+        last[0] if last else 0.0, max(last[1], -30.0) if last else 0.0,
+        sum(h[0] for h in recent) / len(recent) if recent else 0.0,
+        max(min(h[1] for h in recent), -30.0) if recent else 0.0,
+        float(last is not None),
+        *piece_class, math.log1p(position),
+    ], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Router:
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    pair: dict[str, str] = field(default_factory=dict)  # {"draft": file name, "target": file name}
+    data: dict[str, Any] = field(default_factory=dict)  # what it was trained on: prompts, positions, ...
+
+    def probability(self, x: np.ndarray) -> np.ndarray | float:
+        """P(the target would write another token) for one feature vector (a float) or rows of them."""
+        z = ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.coef + self.intercept
+        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
+        return float(p) if np.ndim(p) == 0 else p
+
+    @property
+    def trained_on(self) -> str:
+        """The pair, in words: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf → qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"."""
+        return f"{self.pair.get('draft', '?')} → {self.pair.get('target', '?')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "cascade-router", "version": 1, "features": list(self.features),
+                "mean": self.mean.tolist(), "scale": self.scale.tolist(), "coef": self.coef.tolist(),
+                "intercept": self.intercept, "pair": self.pair, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Router":
+        if not isinstance(d, dict) or d.get("kind") != "cascade-router":
+            raise ValueError("not a router file (no \"kind\": \"cascade-router\")")
+        names = tuple(d["features"])
+        if names != FEATURES:
+            unknown = sorted(set(names) ^ set(FEATURES))
+            raise ValueError("the router was trained on other features than this version computes"
+                             + (f" ({', '.join(unknown)})" if unknown else " (in another order)")
+                             + "; train it again with `python -m cascade router train`")
+        arrays = [np.asarray(d[k], dtype=np.float64) for k in ("mean", "scale", "coef")]
+        if any(a.shape != (len(names),) for a in arrays):
+            raise ValueError("the router's weights do not match its feature names")
+        return cls(names, *arrays, intercept=float(d["intercept"]), pair=dict(d.get("pair", {})),
+                   data=dict(d.get("data", {})))
+
+    def save(self, path: Path | str) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path | str) -> "Router":
+        """A router from its JSON file; ValueError in words for a missing, unreadable or foreign file."""
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise ValueError(f"router file {path} does not exist") from None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"router file {path} is not readable JSON: {e}") from None
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"router file {path} lacks {e}") from None
+        except ValueError as e:
+            raise ValueError(f"router file {path}: {e}") from None
+
+
+def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: dict[str, Any] | None = None,
+        c: float = 1.0) -> Router:
+    """A router fit on features `x` (rows in the order of FEATURES) and labels `y` (1: the target wrote
+    another token), standardised first. Needs scikit-learn."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=int)
+    if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
+        raise ValueError(f"expected one row of {len(FEATURES)} features per label, got {x.shape} and {len(y)} labels")
+    if len(set(y.tolist())) < 2:
+        raise ValueError("the training data has only one label; a router needs positions where the models "
+                         "agree and positions where they differ")
+    scaler = StandardScaler().fit(x)
+    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+    model = LogisticRegression(C=c, max_iter=2000).fit((x - scaler.mean_) / scale, y)
+    return Router(FEATURES, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
+                  pair=pair or {}, data=data or {})
+
+
+# Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); the README says so.
+SHIPPED_ROUTER = Path(__file__).resolve().parent / "routers" / "qwen2.5-coder-0.5b-to-1.5b.json"
