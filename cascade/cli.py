@@ -15,6 +15,7 @@ from .engine import Engine
 from .events import Summary, TokenEvent
 from .models import ModelError, load_pair
 from .policies import POLICY_TABLE
+from .router import load_router
 from .settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 
 RED, MAGENTA, DIM_STRIKE, RESET = "\033[91m", "\033[95m", "\033[2;9m", "\033[0m"
@@ -81,7 +82,7 @@ def run_generate(args: argparse.Namespace) -> int:
     out = sys.stdout
     events: list[TokenEvent] = []
     summary: Summary | None = None
-    engine = Engine(pair)
+    engine = Engine(pair, router=load_router(models.router))
     if POLICY_TABLE[config.policy].steered:
         engine.calibrate()  # part of loading: auto's first (and only) request starts informed
     for event in engine.generate(args.prompt, config):
@@ -140,7 +141,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
         examples = [e for e in examples if e.copy == (args.examples == "copy")]
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     models = model_config(model_flags(args))
-    engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")))
+    engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")), router=load_router(models.router))
     variants = {}
     for spec in args.draft_variant:
         name, sep, path = spec.partition("=")

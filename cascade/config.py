@@ -54,6 +54,10 @@ class ModelConfig:
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
     # The page only: engines loaded over the same memory-mapped files, one per running request. On a
     # 2-core machine one is best (see README); more cores or a GPU can serve several visitors at once.
+    # The learned rule's router (`router.py`): a JSON file; "none" for no router. Unset, the shipped one,
+    # trained on the real pair this project measures with.
+    router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
+                       env="CASCADE_ROUTER", flag="--router")
     workers: int = _opt(1, "page: generations that run at once, each on its own engine", min=1, max=64,
                         env="CASCADE_WORKERS", flag="--workers", page_only=True)
 

@@ -163,3 +163,13 @@ def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: 
 
 # Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); the README says so.
 SHIPPED_ROUTER = Path(__file__).resolve().parent / "routers" / "qwen2.5-coder-0.5b-to-1.5b.json"
+
+
+def load_router(setting: str) -> Router | None:
+    """The router a ModelConfig's `router` names: "" the shipped one (None if it is absent), "none" no
+    router, otherwise that file; ValueError in words for a file that is missing or not a router."""
+    if setting.strip().lower() == "none":
+        return None
+    if not setting.strip():
+        return Router.load(SHIPPED_ROUTER) if SHIPPED_ROUTER.is_file() else None
+    return Router.load(Path(setting).expanduser())

@@ -21,6 +21,7 @@ from typing import Callable, Iterator
 
 from ..config import ModelConfig
 from ..engine import Engine
+from ..router import load_router
 from ..models import ModelError, ModelPair, load_pair, parse_model_spec
 from ..settings import model_config
 
@@ -100,11 +101,15 @@ class EngineService:
             raise ModelError(f"the page's settings are not valid ({e})") from e
         log.info("loading models: draft %s, target %s, %d worker(s)", config.draft, config.target, config.workers)
         try:
+            try:
+                router = load_router(config.router)
+            except ValueError as e:  # CASCADE_ROUTER names a file that is missing or not a router
+                raise ModelError(f"the learned rule's router could not be loaded: {e}") from e
             engines = []
             for i in range(config.workers):
                 if config.workers > 1:
                     progress(f"loading engine {i + 1} of {config.workers}")
-                engines.append(Engine(self._loader(config, progress=progress)))
+                engines.append(Engine(self._loader(config, progress=progress), router=router))
         except ModelError as e:
             self._failure = (self._clock(), e)
             raise
