@@ -24,7 +24,7 @@ the draft was confident, exactly as the `cascade` policy does at the same thresh
 
 from __future__ import annotations
 
-from .costmodel import cascade_cost, speculative_cost
+from .costmodel import break_even_share, cascade_cost, speculative_cost
 from .events import TokenEvent
 from .observers import Observer
 from .policies import POLICY_TABLE, Mode
@@ -101,6 +101,12 @@ class AutoTuner(Observer):
             for k in KS:
                 out[("speculative", k)] = speculative_cost(d, t1 + k * b, k, a) + catch_up
         return out
+
+    def break_even_share(self, horizon: int = 128) -> float | None:
+        """The largest big-model share at which cascade beats the target alone at the costs measured so
+        far (`costmodel.break_even_share`); None before they are measured."""
+        d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
+        return None if None in (d, t1, b) else break_even_share(d, t1, b, horizon)
 
     def choose(self, horizon: int = 128, draft_lag: int = 0) -> Mode:
         """How to write the next tokens, `horizon` of which remain to be written at most."""

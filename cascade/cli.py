@@ -54,6 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also run every case with this draft (the same target), side by side (repeatable)")
     bench.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     bench.add_argument("--html", type=Path, default=None, help="write the speed/agreement chart here")
+    router = sub.add_parser("router", help="the learned rule's router")
+    router_sub = router.add_subparsers(dest="router_command", required=True)
+    train = router_sub.add_parser("train", help="fit a router on the target's own texts (teacher-forced) and write it")
+    add_model_flags(train)
+    _add_prompt_flags(train, default_split="train")
+    train.add_argument("--out", type=Path, required=True, help="where to write the router (JSON)")
+    train.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength (default %(default)s)")
+
+    routers = sub.add_parser("routers", help="every rule's quality/cost picture on a prompt set, measured")
+    add_model_flags(routers)
+    _add_prompt_flags(routers, default_split="test")
+    routers.add_argument("--share", type=float, default=0.10,
+                         help="real runs: each rule at the threshold sending about this share to the target "
+                              "(default %(default)s)")
+    routers.add_argument("--no-real", action="store_true", help="teacher-forced curves only (no real cascade runs)")
+    routers.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
+    routers.add_argument("--html", type=Path, default=None, help="write the curves chart here")
+
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
     workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
@@ -62,6 +80,74 @@ def build_parser() -> argparse.ArgumentParser:
     workers.add_argument("--settings", nargs="+", default=["1x2", "2x2", "2x1"], metavar="NxT",
                          help="engines x threads per model, in order (default %(default)s)")
     return parser
+
+
+def _add_prompt_flags(parser: argparse.ArgumentParser, default_split: str) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--prompts", type=Path, default=None,
+                       help='a JSON-lines file, one {"prompt": ..., "chat": true|false} a line')
+    group.add_argument("--split", choices=["train", "test"], default=default_split,
+                       help="the shipped prompt set's split (examples/router/; default %(default)s)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    parser.add_argument("--max-tokens", type=int, default=64, help="tokens the target writes per prompt (default %(default)s)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="run the target even where its text for the prompt is cached (~/.cache/cascade/target-texts)")
+
+
+def _prompt_items(args: argparse.Namespace) -> list:
+    from .examples import load_prompts, load_split
+
+    items = load_prompts(args.prompts) if args.prompts else load_split(args.split)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ValueError("--limit must be at least 1")
+        items = items[:args.limit]
+    if args.max_tokens < 1:
+        raise ValueError("--max-tokens must be at least 1")
+    return items
+
+
+def run_router_train(args: argparse.Namespace) -> int:
+    from .bench.routers import cache_dir, collect, train_router
+
+    if not args.out.parent.is_dir():
+        raise ValueError(f"cannot write the router to {args.out}: its folder does not exist")
+    items = _prompt_items(args)
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    models = model_config(model_flags(args))
+    engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")))
+    data = collect(engine, items, args.max_tokens, None if args.no_cache else cache_dir(), log=log)
+    router = train_router(engine, data, c=args.c, split=str(args.prompts or args.split))
+    router.save(args.out)
+    d = router.data
+    print(f"router written to {args.out}: {d['positions']} positions from {d['prompts']} prompts, "
+          f"{d['differs_share']:.1%} where the target differs; training ROC AUC {d['train_roc_auc']:.3f}")
+    return 0
+
+
+def run_routers_command(args: argparse.Namespace) -> int:
+    from .bench.machine import describe_machine
+    from .bench.routers import evaluate
+    from .bench.routers_report import chart_html, markdown
+
+    items = _prompt_items(args)
+    log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
+    models = model_config(model_flags(args))
+    engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")), router=load_router(models.router))
+    result = evaluate(engine, items, args.max_tokens, share=args.share, real=not args.no_real, log=log)
+    if not args.no_real:
+        from .bench.costs import measure_costs
+
+        costs = measure_costs(engine.pair, engine.encode(items[0].prompt, items[0].chat))
+        result.costs = costs.to_dict()
+        result.break_even_share = costs.break_even_share(args.max_tokens)
+    result.machine = describe_machine(engine.pair).to_dict()
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(json.dumps(result.to_dict(), indent=1))
+    if args.html:
+        chart_html(result, args.html)
+    return 0
 
 
 def describe(summary: Summary) -> str:
@@ -196,6 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_bench_command(args)
         if args.command == "workers":
             return run_workers_command(args)
+        if args.command == "router":
+            return run_router_train(args)
+        if args.command == "routers":
+            return run_routers_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -33,3 +33,18 @@ def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float
     horizon = max(horizon, 1)
     caught_up = 1 - (1 - e) * (1 - (1 - e) ** horizon) / (e * horizon)
     return d + e * max(t1 - b, 0.0) + caught_up * b
+
+
+def break_even_share(d: float, t1: float, b: float, horizon: int) -> float:
+    """The largest share of tokens the target may write in cascade (escalations) while cascade still
+    costs less per token than the target alone (t1): where `cascade_cost` crosses t1, found by bisection
+    (the cost grows with the share). 0 when even a draft that is never doubted is not cheaper."""
+    if cascade_cost(d, t1, b, 1e-9, horizon) >= t1:
+        return 0.0
+    if cascade_cost(d, t1, b, 1.0, horizon) < t1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cascade_cost(d, t1, b, mid, horizon) < t1 else (lo, mid)
+    return lo

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from .recorder import Recorder
 from .router import History, Router, features
 from .rules import DraftReading, read_row
 from .text import TextAssembler
+
+if TYPE_CHECKING:
+    from .teacher import Position
 
 
 # A chat request like a visitor's for `Engine.calibrate`: how often the draft is unsure, and how often the
@@ -91,6 +94,20 @@ class Engine:
             self.pair.target.clear()
             yield from Generation(self.pair, prompt_tokens, config, self.tuner if policy.steered else None,
                                   router=self.router).run()
+
+    def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int]) -> list["Position"]:
+        """The draft's reading at every position of the target's own text for this prompt, in one batched
+        draft pass (`teacher.forced_positions`): what every rule's curve is drawn from."""
+        from .teacher import forced_positions
+
+        with self.pair.lock:
+            prompt_tokens = self.encode(prompt, chat)
+            return forced_positions(self.pair, prompt_tokens, target_tokens, self.router)
+
+    def break_even_share(self, horizon: int = 128) -> float | None:
+        """The largest big-model share at which cascade beats the target alone on this machine, from the
+        costs `auto` has measured on this pair (calibration included); None before any were measured."""
+        return self.tuner.break_even_share(horizon)
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
         """Teach `auto` this pair's costs before any request, as part of loading: a short run of the

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..costmodel import cascade_cost, speculative_cost
+from ..costmodel import cascade_cost, speculative_cost, break_even_share
 from ..models import ModelPair
 from ..runner import ModelRunner
 
@@ -57,6 +57,10 @@ class Costs:
     def cascade_s_per_token(self, escalation_rate: float, horizon: int) -> float:
         """Expected seconds per token of cascade over `horizon` tokens (see `costmodel.cascade_cost`)."""
         return cascade_cost(self.draft_step_s, self.target_step_s, self.target_extra_s(), escalation_rate, horizon)
+
+    def break_even_share(self, horizon: int) -> float:
+        """The largest big-model share at which cascade still beats the target alone at these prices."""
+        return break_even_share(self.draft_step_s, self.target_step_s, self.target_extra_s(), horizon)
 
     def to_dict(self) -> dict:
         return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,

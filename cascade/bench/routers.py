@@ -1,0 +1,251 @@
+"""Training the learned router, and measuring every rule's quality/cost picture on a prompt set.
+
+Both start from the same data (`teacher.py`): the target's own greedy text for each prompt, and one
+batched draft pass over it. The target's texts are kept in a cache folder (keyed by the target file, the
+prompt and the length), so training and evaluating again does not run the target again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..config import GenerationConfig
+from ..engine import Engine
+from ..events import Summary, TokenEvent
+from ..examples import PromptItem
+from ..router import Router, fit
+from ..rules import RULE_TABLE
+from ..teacher import Curve, Position, forced_positions, roc_auc, rule_curves
+
+Log = Callable[[str], None]
+AGREEMENTS = (0.9, 0.95, 0.99)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CASCADE_CACHE", Path.home() / ".cache" / "cascade")) / "target-texts"
+
+
+@dataclass
+class PromptData:
+    """One prompt's teacher-forced positions, with the target's run that wrote the text (None if cached)."""
+
+    item: PromptItem
+    text: list[int]
+    positions: list[Position]
+    target_run: Summary | None = None
+
+
+def _key(engine: Engine, item: PromptItem, max_tokens: int) -> str:
+    target = engine.pair.target_path
+    size = target.stat().st_size if target.exists() else 0
+    raw = json.dumps([target.name, size, item.prompt, item.chat, max_tokens])
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def target_text(engine: Engine, item: PromptItem, max_tokens: int, cache: Path | None = None,
+                ) -> tuple[list[int], Summary | None]:
+    """The target's greedy text for a prompt, as token ids (and its run's Summary when it ran now)."""
+    path = cache / f"{_key(engine, item, max_tokens)}.json" if cache is not None else None
+    if path is not None and path.is_file():
+        return json.loads(path.read_text())["tokens"], None
+    tokens: list[int] = []
+    summary = None
+    for event in engine.generate(item.prompt, GenerationConfig(policy="target", max_tokens=max_tokens, chat=item.chat)):
+        if isinstance(event, TokenEvent):
+            if event.accepted:
+                tokens.append(event.token_id)
+        else:
+            summary = event
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"prompt": item.prompt, "chat": item.chat, "max_tokens": max_tokens,
+                                    "target": engine.pair.target_path.name, "tokens": tokens}))
+    return tokens, summary
+
+
+def collect(engine: Engine, items: Sequence[PromptItem], max_tokens: int, cache: Path | None = None,
+            log: Log = lambda _m: None) -> list[PromptData]:
+    """Teacher-forced positions for every prompt: the target's text (run or cached), then one draft pass."""
+    out = []
+    started = time.perf_counter()
+    for i, item in enumerate(items, 1):
+        text, run = target_text(engine, item, max_tokens, cache)
+        positions = engine.teacher_force(item.prompt, item.chat, text) if text else []
+        out.append(PromptData(item, text, positions, run))
+        log(f"[{i}/{len(items)}] {len(text)} tokens{' (target ran)' if run else ' (cached)'}, "
+            f"{time.perf_counter() - started:.0f} s so far")
+    return out
+
+
+def pooled(data: Sequence[PromptData]) -> list[Position]:
+    return [p for d in data for p in d.positions]
+
+
+def train_router(engine: Engine, data: Sequence[PromptData], c: float = 1.0, split: str = "") -> Router:
+    """A router fit on every position of `data`, naming the pair and the data it came from."""
+    positions = pooled(data)
+    if not positions:
+        raise ValueError("no positions to train on: the target wrote nothing for these prompts")
+    x = np.stack([p.x for p in positions])
+    y = np.array([p.differs for p in positions], dtype=int)
+    pair = {"draft": engine.pair.draft_path.name, "target": engine.pair.target_path.name}
+    info = {"prompts": len(data), "positions": len(positions), "differs_share": float(y.mean()),
+            "max_tokens": max((len(d.text) for d in data), default=0), "split": split, "c": c}
+    router = fit(x, y, pair=pair, data=info)
+    info["train_roc_auc"] = roc_auc(router.probability(x), y.astype(bool))
+    return router
+
+
+# ---- evaluating every rule ----------------------------------------------------------------------------
+
+
+@dataclass
+class RealRun:
+    """Cascade with one rule at one threshold, run for real on every prompt."""
+
+    rule: str
+    threshold: float
+    forced_share: float  # teacher-forced: the share this threshold escalates
+    forced_agreement: float
+    share: float = 0.0  # measured: tokens the target wrote / all tokens
+    agreement: float = 0.0  # measured: tokens the target would have written itself after the same prefix
+    text_ppl_by_target: float | None = None
+    tokens_per_s: float = 0.0
+    speedup: float = 0.0  # tokens/s against the target alone in the same run
+    routing_share: float = 0.0  # of wall time: reading rows and applying the rule (router included)
+    summaries: list[dict] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "summaries"}
+        d["agreement_gap_points"] = 100 * (self.forced_agreement - self.agreement)
+        return d
+
+
+@dataclass
+class Baseline:
+    policy: str
+    tokens: int = 0
+    wall_s: float = 0.0
+    text_ppl_by_target: float | None = None
+    agreement: float | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "tokens": self.tokens, "wall_s": self.wall_s,
+                "tokens_per_s": self.tokens_per_s, "text_ppl_by_target": self.text_ppl_by_target,
+                "agreement": self.agreement}
+
+
+@dataclass
+class RoutersResult:
+    prompts: int
+    positions: int
+    max_tokens: int
+    curves: dict[str, Curve]
+    roc: dict[str, float | None]
+    baselines: dict[str, Baseline] = field(default_factory=dict)
+    real: dict[str, RealRun] = field(default_factory=dict)
+    break_even_share: float | None = None
+    costs: dict[str, Any] = field(default_factory=dict)
+    router: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        rules = {}
+        for name, c in self.curves.items():
+            d = c.to_dict(AGREEMENTS)
+            d["roc_auc"] = self.roc.get(name)
+            if name in self.real:
+                d["real"] = self.real[name].to_dict()
+            rules[name] = d
+        return {"prompts": self.prompts, "positions": self.positions, "max_tokens": self.max_tokens,
+                "rules": rules, "baselines": {k: b.to_dict() for k, b in self.baselines.items()},
+                "break_even_share": self.break_even_share, "costs": self.costs, "router": self.router,
+                "machine": self.machine}
+
+
+def weighted_ppl(summaries: Sequence[Summary]) -> float | None:
+    """The perplexity of all the texts together: exp of the mean NLL per token over every token."""
+    pairs = [(s.text_ppl_by_target, s.n_tokens) for s in summaries if s.text_ppl_by_target and s.n_tokens]
+    if not pairs:
+        return None
+    n = sum(k for _, k in pairs)
+    return float(np.exp(sum(np.log(p) * k for p, k in pairs) / n))
+
+
+def _agreement(summaries: Sequence[Summary]) -> float | None:
+    pairs = [(s.target_agreement, s.n_tokens) for s in summaries if s.target_agreement is not None]
+    n = sum(k for _, k in pairs)
+    return sum(a * k for a, k in pairs) / n if n else None
+
+
+def run_policy(engine: Engine, items: Sequence[PromptItem], config: GenerationConfig) -> list[Summary]:
+    out = []
+    for item in items:
+        for event in engine.generate(item.prompt, config.replace(chat=item.chat)):
+            if isinstance(event, Summary):
+                out.append(event)
+    return out
+
+
+def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share: float = 0.10,
+             real: bool = True, log: Log = lambda _m: None) -> RoutersResult:
+    """Every rule's teacher-forced curve on `items`, and (if `real`) cascade run for real at each rule's
+    threshold nearest `share`, beside the target alone and the draft alone on the same prompts."""
+    # The target alone runs first, timed: its texts are the teacher-forced curves' texts too.
+    target_runs: list[Summary] = []
+    data: list[PromptData] = []
+    for i, item in enumerate(items, 1):
+        text, summary = target_text(engine, item, max_tokens, cache=None)
+        target_runs.append(summary)
+        data.append(PromptData(item, text, engine.teacher_force(item.prompt, item.chat, text) if text else [], summary))
+        log(f"[target alone + draft pass {i}/{len(items)}] {len(text)} tokens")
+    positions = pooled(data)
+    curves = rule_curves(positions)
+    differs = [p.differs for p in positions]
+    roc = {name: roc_auc([RULE_TABLE[name].doubt(RULE_TABLE[name].score(p.reading)) for p in positions], differs)
+           for name in curves}
+    result = RoutersResult(prompts=len(items), positions=len(positions), max_tokens=max_tokens, curves=curves,
+                           roc=roc)
+    result.baselines["target"] = Baseline("target", sum(s.n_tokens for s in target_runs),
+                                          sum(s.wall_s for s in target_runs), weighted_ppl(target_runs),
+                                          _agreement(target_runs))
+    if engine.router is not None:
+        result.router = {"trained_on": engine.router.trained_on, "data": engine.router.data}
+    if not real:
+        return result
+    draft_runs = run_policy(engine, items, GenerationConfig(policy="draft", max_tokens=max_tokens))
+    result.baselines["draft"] = Baseline("draft", sum(s.n_tokens for s in draft_runs),
+                                         sum(s.wall_s for s in draft_runs), weighted_ppl(draft_runs),
+                                         _agreement(draft_runs))
+    log(f"[draft alone] {result.baselines['draft'].tokens_per_s:.1f} tokens/s")
+    target_speed = result.baselines["target"].tokens_per_s
+    for name, c in curves.items():
+        threshold = c.threshold_for_share(share)
+        summaries = run_policy(engine, items, GenerationConfig(policy="cascade", rule=name, threshold=threshold,
+                                                               max_tokens=max_tokens))
+        tokens, wall = sum(s.n_tokens for s in summaries), sum(s.wall_s for s in summaries)
+        i = c.thresholds.index(threshold) if threshold in c.thresholds else c.index_near(share)
+        run = RealRun(rule=name, threshold=threshold, forced_share=c.shares[i], forced_agreement=c.agreements[i],
+                      share=sum(s.n_target_tokens for s in summaries) / tokens if tokens else 0.0,
+                      agreement=_agreement(summaries) or 0.0, text_ppl_by_target=weighted_ppl(summaries),
+                      tokens_per_s=tokens / wall if wall else 0.0,
+                      routing_share=sum(s.routing_s for s in summaries) / wall if wall else 0.0,
+                      summaries=[s.to_dict() for s in summaries])
+        run.speedup = run.tokens_per_s / target_speed if target_speed else 0.0
+        result.real[name] = run
+        log(f"[cascade, {name} at {threshold:.4g}] share {run.share:.1%} (teacher-forced {run.forced_share:.1%}), "
+            f"agreement {run.agreement:.1%} (teacher-forced {run.forced_agreement:.1%}), "
+            f"{run.tokens_per_s:.1f} tokens/s ({run.speedup:.2f}x the target alone)")
+    return result

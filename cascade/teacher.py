@@ -1,0 +1,214 @@
+"""Judging the rules cheaply: the draft read along the target's own text (teacher forcing).
+
+The target writes a text alone (greedy). One batched draft pass over prompt + that text gives the draft's
+reading at every position as if it had written the text so far, and whether its own choice there (its
+argmax) equals the target's token. From these, for each rule, sweeping its threshold traces a curve:
+the share of positions it sends to the target (x) against the share where the kept token equals the
+target's (y) — the escalated ones by construction, the others where the draft agrees. The same positions
+are the learned router's training data (label: the draft's choice differs).
+
+A curve costs one target run and one draft batch per prompt; a real cascade run at each threshold would
+cost a run per point. `python -m cascade routers` measures both and reports how well they agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+from .router import History, Router, features
+from .rules import RULE_TABLE, DraftReading, Rule, read_row
+
+if TYPE_CHECKING:
+    from .models import ModelPair
+
+# Draft rows read per call: each row is the whole vocabulary (0.6 MB for Qwen), so a long text is read
+# in chunks rather than holding every row at once.
+CHUNK = 32
+
+
+@dataclass(frozen=True)
+class Position:
+    """One position of the target's text, as the draft saw it."""
+
+    reading: DraftReading  # for the draft's own choice (its argmax), the router's score included
+    target_token: int
+    x: np.ndarray = field(repr=False)  # the router's features (router.FEATURES)
+
+    @property
+    def draft_token(self) -> int:
+        return self.reading.top_token
+
+    @property
+    def differs(self) -> bool:
+        """The label the router learns: the draft's choice is not the target's token."""
+        return self.draft_token != self.target_token
+
+
+def forced_positions(pair: "ModelPair", prompt: Sequence[int], text: Sequence[int], router: Router | None = None,
+                     chunk: int = CHUNK) -> list[Position]:
+    """The draft's reading at every position of `text` (the target's tokens after `prompt`), in one
+    batched pass (chunks of `chunk` rows). The caller holds the pair's lock; the draft's cache is left
+    holding prompt + text[:-1]."""
+    out: list[Position] = []
+    history = History()
+    prompt, text = list(prompt), list(text)
+    pair.draft.clear()
+    for start in range(0, len(text), chunk):
+        end = min(start + chunk, len(text))
+        # Row j of the last (end - start) rows of prompt + text[:end - 1] predicts text[start + j].
+        rows = pair.draft.advance(prompt + text[:end - 1], end - start)
+        for j, row in enumerate(rows):
+            position = start + j
+            target_token = text[position]
+            reading = read_row(row, int(np.argmax(row)))
+            x = features(reading, history, pair.token_class(reading.top_token), position)
+            if router is not None:
+                reading = _with_score(reading, router.probability(x))
+            out.append(Position(reading, target_token, x))
+            written = float(row[target_token]) - _logsumexp(row)
+            history.add(reading.draft_entropy, max(written, -700.0))
+    return out
+
+
+def _with_score(reading: DraftReading, score: float) -> DraftReading:
+    from dataclasses import replace
+
+    return replace(reading, draft_score=score)
+
+
+def _logsumexp(row: np.ndarray) -> float:
+    m = float(np.max(row))
+    return m + math.log(float(np.exp(row - m).sum(dtype=np.float64)))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One rule's teacher-forced trade-off, swept over its threshold."""
+
+    rule: str
+    shares: tuple[float, ...]  # share of positions sent to the target, 0 to 1, increasing
+    agreements: tuple[float, ...]  # share of positions whose kept token equals the target's, non-decreasing
+    thresholds: tuple[float | None, ...]  # the rule's threshold that gives each point (None at share 1)
+
+    def share_at(self, agreement: float) -> float | None:
+        """The least share of positions the target must write for this agreement (None: never, which
+        happens only for an agreement above 1)."""
+        for share, agreed in zip(self.shares, self.agreements):
+            if agreed >= agreement - 1e-12:
+                return share
+        return None
+
+    def agreement_at_share(self, share: float) -> float:
+        """The agreement at the point whose share is closest to `share`."""
+        i = self.index_near(share)
+        return self.agreements[i]
+
+    def index_near(self, share: float) -> int:
+        return min(range(len(self.shares)), key=lambda i: (abs(self.shares[i] - share), i))
+
+    def threshold_for_share(self, share: float) -> float | None:
+        """The threshold whose share of escalations is closest to `share`."""
+        i = self.index_near(share)
+        if self.thresholds[i] is None:  # share 1: everything escalates; the rule's own extreme
+            rule = RULE_TABLE[self.rule]
+            return rule.high if rule.below else rule.low
+        return self.thresholds[i]
+
+    def share_at_threshold(self, threshold: float) -> float:
+        """Teacher-forced share of positions the rule escalates at `threshold` (a point's own threshold
+        gives that point's share)."""
+        for share, t in zip(self.shares, self.thresholds):
+            if t == threshold:
+                return share
+        raise ValueError(f"{threshold} is not one of the curve's thresholds")
+
+    @property
+    def auc(self) -> float:
+        """The area under the curve over shares 0 to 1 (1 would be perfect agreement sending nothing)."""
+        return float(np.trapezoid(self.agreements, self.shares)) if hasattr(np, "trapezoid") else \
+            float(np.trapz(self.agreements, self.shares))
+
+    def to_dict(self, agreements: Iterable[float] = (0.9, 0.95, 0.99)) -> dict:
+        return {"rule": self.rule, "auc": self.auc,
+                "share_at_agreement": {f"{a:g}": self.share_at(a) for a in agreements},
+                "shares": list(self.shares), "agreements": list(self.agreements),
+                "thresholds": list(self.thresholds)}
+
+
+def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve:
+    """The curve of `rule` over positions with these scores and labels (differs: the draft's choice is not
+    the target's). Positions are escalated most doubtful first; positions with equal scores go together,
+    as one threshold sends all of them or none, so each point is a threshold's."""
+    n = len(scores)
+    if n == 0:
+        raise ValueError("no positions to draw a curve from")
+    doubt = np.array([rule.doubt(s) for s in scores], dtype=np.float64)
+    wrong = np.array(differs, dtype=bool)
+    order = np.argsort(-doubt, kind="stable")
+    doubt, wrong = doubt[order], wrong[order]
+    total_wrong = int(wrong.sum())
+    shares, agreements, thresholds = [0.0], [1.0 - total_wrong / n], []
+    fixed = 0
+    for i in range(n):
+        fixed += int(wrong[i])
+        if i + 1 < n and doubt[i + 1] == doubt[i]:
+            continue  # a tie: the threshold cannot split it
+        shares.append((i + 1) / n)
+        agreements.append(1.0 - (total_wrong - fixed) / n)
+    # The threshold of each point: between the last escalated score and the next one, in the rule's units.
+    cuts = [i for i in range(n) if i + 1 == n or doubt[i + 1] != doubt[i]]
+    first = _threshold_between(rule, None, doubt[0])  # nothing escalates: just past the most doubtful
+    thresholds = [first] + [None if i + 1 == n else _threshold_between(rule, doubt[i], doubt[i + 1]) for i in cuts]
+    return Curve(rule.name, tuple(shares), tuple(agreements), tuple(thresholds))
+
+
+def _threshold_between(rule: Rule, escalated: float | None, kept: float) -> float:
+    """A threshold that escalates the score `escalated` (None: nothing) and keeps `kept` (as doubts)."""
+    score_kept = -kept if rule.below else kept
+    if escalated is None:
+        # Keep everything: the most doubtful score itself is not escalated (escalation is strict).
+        return float(min(max(score_kept, rule.low), rule.high))
+    score_escalated = -escalated if rule.below else escalated
+    if rule.log_scale and score_kept > 0 and score_escalated > 0 and math.isfinite(score_escalated):
+        middle = math.sqrt(score_kept * score_escalated)
+    else:
+        middle = (score_kept + score_escalated) / 2 if math.isfinite(score_escalated) else score_kept
+    if not rule.escalates(score_escalated, middle) or rule.escalates(score_kept, middle):
+        middle = score_kept  # scores too close to split in the middle: the kept one is the threshold
+    return float(min(max(middle, rule.low), rule.high))
+
+
+def rule_curves(positions: Sequence[Position], rules: Iterable[str] | None = None) -> dict[str, Curve]:
+    """One curve per rule (every rule with a score at every position: `learned` only with a router)."""
+    out = {}
+    differs = [p.differs for p in positions]
+    for name in rules or RULE_TABLE:
+        rule = RULE_TABLE[name]
+        scores = [rule.score(p.reading) for p in positions]
+        if positions and all(s is not None for s in scores):
+            out[name] = curve(rule, scores, differs)
+    return out
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """How well larger scores pick out positive labels: the probability a random positive outranks a
+    random negative (ties count half). None with only one kind of label."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.float64)
+    sorted_scores = scores[order]
+    i = 0
+    while i < len(scores):  # average ranks over ties
+        j = i
+        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
