@@ -102,7 +102,7 @@ def test_the_file_shows_the_text_in_two_colours_the_chart_and_the_numbers(toy_ru
     assert [t["y"] for t in traces if t.get("meta") == "threshold"] == [[5.0, 5.0]]
     assert all(t["text"] for t in traces if t.get("meta") == "tokens")  # hover texts
     # The summary in sentences, the measured numbers, and what it ran with, in words.
-    for words in (sentences.summary_sentence(summary), sentences.summary_details(summary),
+    for words in (html.escape(sentences.summary_sentence(summary)), html.escape(sentences.summary_details(summary)),
                   f"{summary.tokens_per_s:.1f} tokens/s", f"{summary.wall_s:.2f} s",
                   f"{summary.n_target_tokens} ({summary.target_share:.0%})", html.escape(POLICY_TABLE["cascade"].label),
                   "Threshold</dt><dd>5:", "Most tokens</dt><dd>24", "0: always the likeliest token",

@@ -1,6 +1,9 @@
-"""The per-token perplexity chart as a Plotly figure spec: one point per token, the threshold as a line.
+"""The per-token chart as a Plotly figure spec: one point per token, the threshold as a line.
 
-A pure function of a run's `Routing`; hover labels carry model text, so they are escaped.
+Each point is the number the deferral rule compares with its threshold (`cascade.rules`): the small
+model's perplexity of its own token by default (on a log axis), or its entropy, its top-two margin
+(below the line goes to the big model) or the learned router's probability (linear axes). A pure
+function of a run's `Routing`; hover labels carry model text, so they are escaped.
 """
 
 from __future__ import annotations
@@ -9,17 +12,29 @@ import html
 import math
 from typing import Any
 
-from ..analysis import Routing, Slot
-from .style import (BLUE, GREY, PURPLE, RED, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, whatif_words,
-                    written_by)
+from ..analysis import Routing, Slot, as_rule
+from ..rules import Rule
+from . import rulewords
+from .style import BLUE, GREY, PURPLE, RED, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
 
 
-def _hover(slot: Slot, extra: str = "") -> str:
+PERPLEXITY = as_rule("perplexity")
+
+
+def _hover(slot: Slot, extra: str = "", rule: Rule = PERPLEXITY) -> str:
     t = slot.token
     lines = [f"position {t.position}: {visible(t.text)}", written_by(t.source)]
-    if slot.routing_ppl is not None:
+    if rule.name != "perplexity":
+        score = slot.score(rule)
+        if score is not None:
+            which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
+            lines.append(f"{rulewords.WORDS[rule.name].number} for {which}: {rulewords.fmt_score(rule, score)}"
+                         + (" (the big model writes where this is below the threshold)" if rule.below else ""))
+        else:
+            lines.append(f"no {rule.name} score here ({rulewords.unscored(rule)}); drawn along the bottom")
+    elif slot.routing_ppl is not None:
         which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
         lines.append(f"small model's perplexity of {which}: {fmt_ppl(slot.routing_ppl)}")
     else:
@@ -29,22 +44,34 @@ def _hover(slot: Slot, extra: str = "") -> str:
     return "<br>".join(html.escape(line) for line in lines)
 
 
-def _plotted_ppl(slot: Slot) -> float | None:
+def _plotted(slot: Slot, rule: Rule) -> float | None:
+    if rule.name != "perplexity":
+        score = slot.score(rule)
+        return score if score is not None and math.isfinite(score) else None
     # Where the draft scored nothing, the target's own perplexity stands in (drawn as a hollow mark),
     # so the chart still has one point per token.
     ppl = slot.routing_ppl if slot.routing_ppl is not None else slot.token.target_ppl
     return ppl if ppl is not None and math.isfinite(ppl) else None
 
 
-def _points(name: str, chosen: list[Slot], color: str, symbol: str = "circle", extra=lambda s: "") -> dict:
-    return {
+# Positions without another rule's number (no stand-in exists in its units) are drawn along the bottom,
+# on a hidden second axis.
+_BOTTOM = 0.03
+
+
+def _points(name: str, chosen: list[Slot], color: str, symbol: str = "circle", extra=lambda s: "",
+            rule: Rule = PERPLEXITY, bottom: bool = False) -> dict:
+    trace = {
         "type": "scatter", "mode": "markers", "name": name,
         "x": [s.token.position for s in chosen],
-        "y": [_plotted_ppl(s) for s in chosen],
-        "text": [_hover(s, extra(s)) for s in chosen],
+        "y": [_BOTTOM if bottom else _plotted(s, rule) for s in chosen],
+        "text": [_hover(s, extra(s), rule) for s in chosen],
         "hovertemplate": "%{text}<extra></extra>", "meta": "tokens",
         "marker": {"color": color, "size": 7, "symbol": symbol, "line": {"width": 1.5, "color": color}},
     }
+    if bottom:
+        trace["yaxis"] = "y2"
+    return trace
 
 
 def _line(name: str, y: float, span: tuple[float, float], color: str, dash: str) -> dict:
@@ -53,70 +80,124 @@ def _line(name: str, y: float, span: tuple[float, float], color: str, dash: str)
             "line": {"color": color, "dash": dash, "width": 2.5}, "meta": "threshold"}
 
 
-def _whatif_traces(scored: list[Slot], unscored: list[Slot], threshold: float) -> list[dict]:
-    note = lambda s: whatif_words(s.routing_ppl, threshold, s.would_escalate(threshold))  # noqa: E731
-    traces = [_points("what-if: would go to the big model", [s for s in scored if s.would_escalate(threshold)],
-                      RED, extra=note),
+def _whatif_traces(scored: list[Slot], unscored: list[Slot], threshold: float, rule: Rule = PERPLEXITY,
+                   named: bool = False) -> list[dict]:
+    def note(s: Slot) -> str:
+        return rulewords.whatif_words(rule, s.score(rule), threshold, s.would_escalate(threshold, rule), named)
+
+    traces = [_points("what-if: would go to the big model",
+                      [s for s in scored if s.would_escalate(threshold, rule)], RED, extra=note, rule=rule),
               _points("what-if: would stay with the small model",
-                      [s for s in scored if not s.would_escalate(threshold)], BLUE, extra=note)]
-    if unscored:
+                      [s for s in scored if not s.would_escalate(threshold, rule)], BLUE, extra=note, rule=rule)]
+    if unscored and rule.name == "perplexity":
         traces.append(_points("no what-if (not scored by the small model)", unscored, GREY, "diamond-open"))
+    elif unscored:
+        why = "no router score" if rule.name == "learned" else "not scored by the small model"
+        traces.append(_points(f"no what-if ({why}; along the bottom)", unscored, GREY, "diamond-open", rule=rule,
+                              bottom=True))
     return traces
 
 
-def _run_traces(scored: list[Slot], unscored: list[Slot]) -> list[dict]:
-    traces = [_points("written by the small model", [s for s in scored if not s.by_target], BLUE),
-              _points("written by the big model", [s for s in scored if s.by_target], RED)]
-    by_target = [s for s in unscored if not s.by_lookup]
+def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule = PERPLEXITY) -> list[dict]:
+    traces = [_points("written by the small model", [s for s in scored if not s.by_target], BLUE, rule=rule),
+              _points("written by the big model", [s for s in scored if s.by_target], RED, rule=rule)]
+    bottom = rule.name != "perplexity"
+    why = f"no {rule.name} score, along the bottom" if bottom else None
+    by_target = [s for s in unscored if (s.by_target if bottom else not s.by_lookup)]
     if by_target:
-        traces.append(_points("written by the big model; small model did not score it (big model's own "
-                              "perplexity)", by_target, RED, "diamond-open"))
+        traces.append(_points(f"written by the big model; {why}" if bottom else
+                              "written by the big model; small model did not score it (big model's own "
+                              "perplexity)", by_target, RED, "diamond-open", rule=rule, bottom=bottom))
     copied = [s for s in unscored if s.by_lookup]
     if copied:
-        traces.append(_points("copied from earlier in the text (prompt lookup; big model's perplexity)", copied,
-                              PURPLE, "square-open"))
+        traces.append(_points(f"copied from earlier in the text (prompt lookup; {why})" if bottom else
+                              "copied from earlier in the text (prompt lookup; big model's perplexity)", copied,
+                              PURPLE, "square-open", rule=rule, bottom=bottom))
+    by_draft = [s for s in unscored if not s.by_target and not s.by_lookup]  # the learned rule without a router
+    if by_draft and bottom:
+        traces.append(_points(f"written by the small model; {why}", by_draft, BLUE, "circle-open", rule=rule,
+                              bottom=True))
     return traces
 
 
-def figure_spec(routing: Routing, run_threshold: float, threshold: float | None = None) -> dict[str, Any]:
-    """The per-token perplexity chart as a Plotly figure dict (`plotly.graph_objects.Figure(spec)`).
+def _threshold_name(prefix: str, threshold: float, rule: Rule, named: bool) -> str:
+    name = f"{prefix} {fmt_threshold(threshold)}"
+    if named:
+        name += f" ({rule.name})"
+    if rule.below:
+        name += " (below it, the big model writes)"
+    return name
 
-    One point per output token at x = its position: the draft's perplexity of its own choice there,
-    which is what the threshold is compared with. Coloured by who wrote the token, or, for a what-if
-    threshold, by who would have. Threshold lines are traces whose `meta` is "threshold".
+
+def _yaxis(rule: Rule) -> dict[str, Any]:
+    if rule.log_scale:
+        return {"title": {"text": rulewords.WORDS[rule.name].axis}, "type": "log",
+                "tickvals": _LOG_TICKS, "ticktext": [f"{v:g}" for v in _LOG_TICKS]}
+    axis: dict[str, Any] = {"title": {"text": rulewords.WORDS[rule.name].axis}, "type": "linear",
+                            "rangemode": "tozero", "zeroline": False}
+    if rule.high <= 1:  # a probability or a difference of two: the whole range
+        axis["range"] = [-0.03, 1.03]
+    return axis
+
+
+def figure_spec(routing: Routing, run_threshold: float, threshold: float | None = None,
+                run_rule: Rule | str = "perplexity", rule: Rule | str | None = None) -> dict[str, Any]:
+    """The per-token chart as a Plotly figure dict (`plotly.graph_objects.Figure(spec)`).
+
+    One point per output token at x = its position: the number the run's rule (`run_rule`) compared
+    with its threshold there (the draft's perplexity of its own choice, by the seed's rule). Coloured by
+    who wrote the token, or, for a what-if (another threshold, or another `rule`), by who would have,
+    with that rule's numbers. Threshold lines are traces whose `meta` is "threshold".
     """
-    whatif = routing.whatif_threshold(run_threshold, threshold)
-    scored = [s for s in routing.slots if s.routing_ppl is not None]
-    unscored = [s for s in routing.slots if s.routing_ppl is None]
+    run_rule = as_rule(run_rule)
+    asked = as_rule(rule) if rule is not None else run_rule
+    if threshold is None and asked != run_rule:
+        threshold = run_threshold
+    whatif = routing.whatif_threshold(run_threshold, threshold, run_rule.name, asked.name)
+    shown = asked if whatif is not None else run_rule
+    scored = [s for s in routing.slots if s.score(shown) is not None]
+    unscored = [s for s in routing.slots if s.score(shown) is None]
     span = (-0.5, max((s.token.position for s in routing.slots), default=0) + 0.5)
+    other = shown != run_rule
     if whatif is not None:
-        traces = _whatif_traces(scored, unscored, whatif) + [
-            _line(f"what-if threshold {fmt_threshold(whatif)}", whatif, span, THRESHOLD_COLOUR, "solid"),
-            _line(f"this run's threshold {fmt_threshold(run_threshold)}", run_threshold, span, GREY, "dot")]
+        traces = _whatif_traces(scored, unscored, whatif, shown, named=other) + [
+            _line(_threshold_name("what-if threshold", whatif, shown, other), whatif, span, THRESHOLD_COLOUR,
+                  "solid")]
+        if not other:  # the run's own threshold is in another rule's units otherwise
+            traces.append(_line(_threshold_name("this run's threshold", run_threshold, shown, False), run_threshold,
+                                span, GREY, "dot"))
     else:
-        traces = _run_traces(scored, unscored) + [
-            _line(f"threshold {fmt_threshold(run_threshold)}", run_threshold, span, THRESHOLD_COLOUR, "dash")]
+        traces = _run_traces(scored, unscored, shown) + [
+            _line(_threshold_name("threshold", run_threshold, shown, False), run_threshold, span, THRESHOLD_COLOUR,
+                  "dash")]
     traces = [t for t in traces if t["x"] or t["meta"] == "threshold"]  # no empty legend entries
-    title = ("What-if: who would have written each token" if whatif is not None
-             else "How unsure was the small model, token by token")
-    return {
-        "data": traces,
-        "layout": {
-            "title": {"text": title, "font": {"size": 15}, "x": 0.5, "xanchor": "center"},
-            "height": 380,
-            "margin": {"l": 60, "r": 10, "t": 40, "b": 45},
-            "xaxis": {"title": {"text": "token position in the answer"}, "zeroline": False},
-            "yaxis": {"title": {"text": "small model's perplexity (log scale)"}, "type": "log",
-                      "tickvals": _LOG_TICKS, "ticktext": [f"{v:g}" for v in _LOG_TICKS]},
-            "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
-            "hovermode": "closest",
-            "uirevision": "keep",  # keep the visitor's zoom while the chart updates
-        },
+    if whatif is None:
+        title = "How unsure was the small model, token by token"
+    elif other:
+        title = f"What-if by {rulewords.plain_name(shown)}: who would have written each token"
+    else:
+        title = "What-if: who would have written each token"
+    layout = {
+        "title": {"text": title, "font": {"size": 15}, "x": 0.5, "xanchor": "center"},
+        "height": 380,
+        "margin": {"l": 60, "r": 10, "t": 40, "b": 45},
+        "xaxis": {"title": {"text": "token position in the answer"}, "zeroline": False},
+        "yaxis": _yaxis(shown),
+        "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
+        "hovermode": "closest",
+        "uirevision": "keep",  # keep the visitor's zoom while the chart updates
     }
+    if any(t.get("yaxis") == "y2" for t in traces):
+        layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
+    if shown.name != "perplexity":
+        layout["uirevision"] = f"keep-{shown.name}"  # a new axis: not the old rule's zoom
+    return {"data": traces, "layout": layout}
 
 
-def perplexity_figure(routing: Routing, run_threshold: float, threshold: float | None = None):
-    """The chart as a `plotly.graph_objects.Figure`."""
+def perplexity_figure(routing: Routing, run_threshold: float, threshold: float | None = None,
+                      run_rule: Rule | str = "perplexity", rule: Rule | str | None = None):
+    """The chart as a `plotly.graph_objects.Figure` (by the run's rule, or a what-if's; perplexity by
+    default)."""
     import plotly.graph_objects as go
 
-    return go.Figure(figure_spec(routing, run_threshold, threshold))
+    return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule))

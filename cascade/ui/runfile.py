@@ -28,7 +28,8 @@ from ..analysis import Routing
 from ..config import GenerationConfig, ModelConfig
 from ..events import Summary, TokenEvent
 from ..policies import POLICY_TABLE
-from . import chart, sentences, tokens
+from ..rules import RULE_TABLE
+from . import chart, rulewords, sentences, tokens
 from .style import GREY, PURPLE, RED, fmt_threshold
 
 FORMAT, VERSION = "cascade-run", 1
@@ -147,8 +148,14 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
     rows = [("Way of writing (policy)", policy.label if policy else config.policy)]
     reads = policy.settings if policy else ()
     if "threshold" in reads:
+        rule = RULE_TABLE.get(config.rule)
+        if rule is not None:
+            rows.append(("How the small model judged its own token", f"{rule.label}: {rule.description}"))
+        number = f"{rulewords.WORDS[rule.name].number} of it" if rule and rule.name != "perplexity" else None
         rows.append(("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the "
-                                  f"small model's perplexity of it is above this"))
+                                  f"small model's perplexity of it is above this" if number is None else
+                     f"{fmt_threshold(config.threshold)}: the big model writes a token when {number} is "
+                     f"{'below' if rule.below else 'above'} this"))
     if "k" in reads:
         rows.append(("k", f"{config.k} tokens proposed at most per check by the big model" if policy.looks_up
                      else f"{config.k} tokens drafted by the small model per check by the big model"))
@@ -216,6 +223,12 @@ def numbers_rows(summary: Summary) -> list[tuple[str, str]]:
                                                      f"{stats.tokens_evaluated} tokens read"))
     if summary.modes:
         rows.append(("Rounds, by way of writing", ", ".join(f"{k}: {v}" for k, v in summary.modes.items())))
+    if summary.stop_reason != "cancelled":
+        agreement, ppl = summary.target_agreement, summary.text_ppl_by_target
+        if agreement is not None and math.isfinite(agreement):
+            rows.append(("Tokens the big model would have written itself", f"{agreement:.0%}"))
+        if ppl is not None and math.isfinite(ppl):
+            rows.append(("The big model's perplexity of this text", f"{ppl:.2f}" if ppl < 100 else f"{ppl:,.0f}"))
     return rows
 
 
@@ -224,12 +237,13 @@ def _numbers_table(rows: Sequence[tuple[str, str]]) -> str:
     return f'<table class="numbers">{body}</table>'
 
 
-def _chart_html(routing: Routing, run_threshold: float) -> str:
-    """The perplexity chart as the page draws it, with Plotly's JavaScript inlined."""
+def _chart_html(routing: Routing, run_threshold: float, run_rule: str = "perplexity") -> str:
+    """The chart as the page draws it (by the run's rule), with Plotly's JavaScript inlined."""
     import plotly.io
     from plotly.offline import get_plotlyjs
 
-    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold), validate=False)
+    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold, run_rule=run_rule),
+                                    validate=False)
     config = {"displaylogo": False, "responsive": True, "typesetMath": False}
     plotly_js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.I)  # none today; never any
     return (f'<div class="cascade-chart"><div id="{CHART_ID}" class="plotly-graph-div"></div></div>\n'
@@ -259,12 +273,20 @@ def _intro(config: GenerationConfig) -> str:
         who = ("The small model wrote this text by itself: no token is red. Hover over a token to see how sure "
                "it was of it.")
     else:
-        line = ("; above the threshold line the big model takes over" if policy is None
+        rule = RULE_TABLE.get(config.rule, RULE_TABLE["perplexity"])
+        if policy is not None and "threshold" not in policy.settings:
+            rule = RULE_TABLE["perplexity"]
+        side = "below" if rule.below else "above"
+        line = (f"; {side} the threshold line the big model takes over" if policy is None
                 or "threshold" in policy.settings else "")
+        number = {"perplexity": "its perplexity: higher is less sure",
+                  "entropy": "the entropy of its distribution, in nats: higher is less sure",
+                  "margin": "the margin between its two likeliest tokens: lower is less sure",
+                  "learned": "a learned router's probability that the big model would write another token"}
         who = (f"A small model wrote this text with a big model stepping in where it was unsure: {red} tokens are "
                f"the big model's, the others the small model's. Hover over a token to see how sure each model "
-               f"was of it. The chart shows, token by token, how unsure the small model was (its perplexity: "
-               f"higher is less sure){line}.")
+               f"was of it. The chart shows, token by token, how unsure the small model was "
+               f"({number[rule.name]}){line}.")
         who += _e(f" How they shared the work in this run: {policy.description}." if policy else "")
     return (f'<p class="intro">{who}</p>'
             f'<p class="intro">This file keeps the whole run: it opens in any browser, needs no internet, and '
@@ -286,6 +308,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
     # engine itself reads them.
     prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
     routing = Routing(events)
+    run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
     record = run_record(prompt, config, events, summary, models=models, machine=machine,
                         comparison=comparison, created=created)
     data = _script_safe(json.dumps(record, ensure_ascii=False, allow_nan=False))
@@ -320,10 +343,10 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <section class="cascade-prompt"><h2>The prompt</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
-{tokens.text_panel(routing, run_threshold=config.threshold)}
+{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule)}
 </section>
 <section class="cascade-chart-section"><h2>How unsure the small model was</h2>
-{_chart_html(routing, config.threshold)}
+{_chart_html(routing, config.threshold, run_rule)}
 </section>
 {numbers}
 {compare}

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import difflib
 import html
+import math
 import re
 from typing import Sequence
 
 from ..events import Summary, TokenEvent
+from ..rules import RULE_TABLE
+from . import rulewords
 from .style import GREEN, RED, TEXT_STYLE
 
 _STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most tokens allowed",
@@ -21,17 +24,36 @@ def _copied(n_lookup: int) -> str:
 
 
 def summary_sentence(summary: Summary) -> str:
-    """One line a non-programmer can read: how much the big model did, and the measured speed."""
+    """One line a non-programmer can read: how much the big model did (and by which rule, when not the
+    seed's perplexity), the measured speed, and how the big model reads the text."""
     n, t = summary.n_tokens, summary.n_target_tokens
     speed = f"{summary.tokens_per_s:.1f} tokens/s"
     if n == 0:
         return f"No tokens were written · {summary.wall_s:.1f} s"
     if summary.policy == "target":
-        return f"The big model wrote all {n} tokens by itself · {speed}"
+        return f"The big model wrote all {n} tokens by itself · {speed}" + _quality(summary)
     copied = _copied(summary.n_lookup_tokens)
+    rule = (f", judged by {rulewords.plain_name(summary.rule)}"
+            if summary.rule in RULE_TABLE and summary.rule != "perplexity" else "")
     if t == 0:
-        return f"0 of {n} tokens needed the big model{copied} · {speed}"
-    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model{copied} · {speed}"
+        return f"0 of {n} tokens needed the big model{rule}{copied} · {speed}" + _quality(summary)
+    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model{rule}{copied} · {speed}" + _quality(summary)
+
+
+def _quality(summary: Summary) -> str:
+    """How the big model reads the finished text: the share of tokens it would have written itself, and
+    its perplexity of the text; nothing for a cancelled run or a value not measured."""
+    if summary.stop_reason == "cancelled":
+        return ""
+    parts = []
+    agreement = summary.target_agreement
+    if agreement is not None and math.isfinite(agreement) and summary.policy != "target":
+        parts.append(f"the big model would have written {agreement:.0%} of these tokens itself")
+    ppl = summary.text_ppl_by_target
+    if ppl is not None and math.isfinite(ppl):
+        parts.append(f"the big model's perplexity of this text: {ppl:.1f}" if ppl < 100
+                     else f"the big model's perplexity of this text: {ppl:,.0f}")
+    return "".join(f" · {p}" for p in parts)
 
 
 def summary_details(summary: Summary) -> str:

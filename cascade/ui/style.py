@@ -38,13 +38,3 @@ def fmt_threshold(threshold: float) -> str:
 def visible(text: str) -> str:
     """A token's text as a label: quoted, with newlines and tabs drawn so they can be seen."""
     return "“" + text.replace("\n", "↵").replace("\t", "⇥") + "”"
-
-
-def whatif_words(ppl: float | None, threshold: float, verdict: bool | None) -> str:
-    """One line on what the what-if decided at a position whose draft perplexity was `ppl`."""
-    if verdict is None:
-        return "what-if: none here (the small model did not score this position)"
-    side = "above" if verdict else "not above"
-    who = "the big model" if verdict else "the small model"
-    return (f"what-if at threshold {fmt_threshold(threshold)}: the small model's perplexity "
-            f"{fmt_ppl(ppl)} is {side} it, so {who} would have written this position")

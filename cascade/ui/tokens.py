@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import html
 
-from ..analysis import Routing, Slot
+from ..analysis import Routing, Slot, as_rule
 from ..events import TokenEvent
-from .style import (GREY, LOOKUP, PURPLE, RED, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, whatif_words,
-                    written_by)
+from ..rules import Rule
+from . import rulewords
+from .style import GREY, LOOKUP, PURPLE, RED, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, written_by
 
 _STATUS_WORDS = {
     "escalated": "was unsure of it (above the threshold), so the big model wrote this position",
@@ -28,8 +29,16 @@ _DISCARD_STYLE = f"color:{GREY};text-decoration:line-through;font-size:.92em"
 _NO_WHATIF_STYLE = f"color:{GREY}"
 
 
-def token_title(slot: Slot) -> str:
-    """The hover text of one output token: who wrote it and how sure each model was."""
+def _status_words(status: str, rule: Rule) -> str:
+    if status == "escalated" and rule.name != "perplexity":
+        return f"was unsure of it ({rulewords.when(rule, 'was')}), so the big model wrote this position"
+    return _STATUS_WORDS[status]
+
+
+def token_title(slot: Slot, rule: Rule | str = "perplexity") -> str:
+    """The hover text of one output token: who wrote it and how sure each model was (and, for a run
+    judged by another rule than perplexity, that rule's number)."""
+    rule = as_rule(rule)
     t = slot.token
     lines = [f"{visible(t.text)} at position {t.position}, {written_by(t.source)}"]
     if slot.by_target:
@@ -39,10 +48,10 @@ def token_title(slot: Slot) -> str:
         p = slot.proposal
         if p is not None and p.source == "lookup":
             lines.append(f"prompt lookup had proposed {visible(p.text)} (copied from earlier in the text) but "
-                         f"{_STATUS_WORDS[p.status]}")
+                         f"{_status_words(p.status, rule)}")
         elif p is not None:
             lines.append(f"the small model had proposed {visible(p.text)} (its perplexity {fmt_ppl(p.draft_ppl)}) "
-                         f"but {_STATUS_WORDS[p.status]}")
+                         f"but {_status_words(p.status, rule)}")
         else:
             lines.append("the small model proposed nothing here")
     elif slot.by_lookup:
@@ -52,6 +61,11 @@ def token_title(slot: Slot) -> str:
         lines.append(f"small model's perplexity of its own token: {fmt_ppl(t.draft_ppl)}")
         if t.target_ppl is not None:
             lines.append(f"big model's perplexity of it (it checked it): {fmt_ppl(t.target_ppl)}")
+    score = slot.score(rule)
+    if rule.name != "perplexity" and score is not None:
+        which = "its own token" if not slot.by_target else "its proposal"
+        lines.append(f"{rulewords.WORDS[rule.name].number} for {which} ({rule.name} rule): "
+                     f"{rulewords.fmt_score(rule, score)}")
     return "\n".join(lines)
 
 
@@ -79,16 +93,18 @@ def _run_look(slot: Slot) -> tuple[str, str]:
     return "tok draft", ""
 
 
-def _whatif_look(slot: Slot, threshold: float) -> tuple[str, str, str]:
-    """(class, style, hover line) of a token re-coloured at a what-if threshold."""
-    verdict = slot.would_escalate(threshold)
-    words = whatif_words(slot.routing_ppl, threshold, verdict)
+def _whatif_look(slot: Slot, threshold: float, rule: Rule, named: bool) -> tuple[str, str, str]:
+    """(class, style, hover line) of a token re-coloured at a what-if threshold by `rule` (`named`: say
+    which rule, when it is not the run's)."""
+    verdict = slot.would_escalate(threshold, rule)
+    words = rulewords.whatif_words(rule, slot.score(rule), threshold, verdict, named)
     if verdict is None:
         return "tok nowhatif", _NO_WHATIF_STYLE, words
     return ("tok red whatif-target", _WHATIF_RED_STYLE, words) if verdict else ("tok whatif-draft", "", words)
 
 
-def tokens_html(routing: Routing, whatif: float | None = None) -> str:
+def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str = "perplexity",
+                run_rule: Rule | str = "perplexity") -> str:
     """The generated text, one span per token, red where the target wrote it, purple where prompt lookup
     copied it from earlier in the text (and the target checked it).
 
@@ -96,9 +112,11 @@ def tokens_html(routing: Routing, whatif: float | None = None) -> str:
     Escalated draft tokens are not shown inline (a cascade escalates often and the text would become
     hard to read): the red token that replaced one says in its hover what the draft had proposed.
 
-    With `whatif`, red instead marks the positions whose recorded draft perplexity is above that
-    threshold; positions the draft never scored are grey.
+    With `whatif`, red instead marks the positions `rule` would have sent to the big model at that
+    threshold, by the draft's recorded reading (perplexity above it, by the seed's rule); positions
+    without the rule's number are grey. Hovers name the run's rule's number, `run_rule`.
     """
+    rule, run_rule = as_rule(rule), as_rule(run_rule)
     parts: list[str] = []
     for event in routing.events:
         if event.status in ("rejected", "rolled_back"):
@@ -107,40 +125,46 @@ def tokens_html(routing: Routing, whatif: float | None = None) -> str:
         if not event.accepted or not event.text:
             continue  # escalated: told in the hover; empty: half a character, completed by the next token
         slot = routing.slot_of[id(event)]
-        title = token_title(slot)
+        title = token_title(slot, run_rule)
         if whatif is None:
             cls, style = _run_look(slot)
         else:
-            cls, style, words = _whatif_look(slot, whatif)
+            cls, style, words = _whatif_look(slot, whatif, rule, named=rule != run_rule)
             title += "\n" + words
         parts.append(_span(event.text, title, cls, style))
     return "".join(parts)
 
 
-def legend_html(whatif: bool, lookup: bool = False) -> str:
-    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed."""
+def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity") -> str:
+    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed; `rule`: the what-if's."""
     red = f'<span style="{RED_STYLE}">red</span>'
     struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
     if whatif:
+        why = "no router scored it" if as_rule(rule).name == "learned" else "the small model did not score it"
         return (f"{red} = <b>would</b> have gone to the big model at the what-if threshold · plain = would have "
                 f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
-                f"(the small model did not score it) · {struck} = refused by the big model in the real run")
+                f"({why}) · {struck} = refused by the big model in the real run")
     copied = (f' · <span class="legend-lookup" style="{LOOKUP_STYLE}">purple</span> = {LOOKUP}' if lookup else "")
     proposed = "proposed" if lookup else "drafted by the small model"
     return (f"{red} = written by the big model · plain = written by the small model{copied} · {struck} = "
             f"{proposed}, then refused by the big model · hover a token for details")
 
 
-def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None) -> str:
-    """The whole text box: a legend, the what-if banner when the threshold differs from the run's,
-    and the tokens."""
-    whatif = routing.whatif_threshold(run_threshold, threshold)
-    asked = Routing.whatif_asked(run_threshold, threshold)
-    banner = whatif_banner(routing, run_threshold, threshold) if asked else ""
-    body = tokens_html(routing, whatif=whatif)
-    return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}">'
+def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None,
+               run_rule: str = "perplexity", rule: str | None = None) -> str:
+    """The whole text box: a legend, the what-if banner when the threshold or the rule differs from the
+    run's, and the tokens. `run_rule`: the rule the run was judged by; `rule`: the what-if's (None: the
+    run's)."""
+    rule = rule or run_rule
+    threshold = run_threshold if threshold is None and rule != run_rule else threshold
+    whatif = routing.whatif_threshold(run_threshold, threshold, run_rule, rule)
+    asked = Routing.whatif_asked(run_threshold, threshold, run_rule, rule)
+    banner = whatif_banner(routing, run_threshold, threshold, run_rule, rule) if asked else ""
+    body = tokens_html(routing, whatif=whatif, rule=rule, run_rule=run_rule)
+    return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
+            f'data-rule="{html.escape(rule if whatif is not None else run_rule)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
-            f'{legend_html(whatif is not None, routing.has_lookup)}</div>'
+            f'{legend_html(whatif is not None, routing.has_lookup, rule)}</div>'
             f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
 
 
@@ -151,9 +175,19 @@ def message_panel(message: str, kind: str = "info") -> str:
             f'border-color:{colour};color:{colour if kind == "error" else "inherit"}">{html.escape(message)}</div>')
 
 
-def whatif_banner(routing: Routing, run_threshold: float, threshold: float) -> str:
+def whatif_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str = "perplexity",
+                  rule: str | None = None) -> str:
     style = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
              "background:rgba(255,170,0,.10);font-size:.92em")
+    rule = rule or run_rule
+    if rule != run_rule and routing.has_whatif and not routing.scored_by(rule):
+        text = (f"No what-if by {rulewords.plain_name(rule)} for this run: "
+                + ("no router scored its tokens (none was loaded when it ran)." if rule == "learned"
+                   else f"the small model recorded no {rule} for its tokens.")
+                + " The text shows the run as it happened.")
+        return f'<div class="whatif-banner" style="{style}">{html.escape(text)}</div>'
+    if rule != run_rule:
+        return _rule_banner(routing, run_threshold, threshold, run_rule, rule, style)
     if not routing.has_whatif:
         wrote = "wrote or checked" if routing.has_lookup else "wrote"
         text = (f"No what-if for this run: the small model did not score these tokens (the big model {wrote} "
@@ -165,4 +199,19 @@ def whatif_banner(routing: Routing, run_threshold: float, threshold: float) -> s
             f"{total} in the real run. This re-reads the perplexities the small model recorded in this run; "
             f"nothing was regenerated, and after the first changed token a real run would write different "
             f"text. Press Generate to run at this threshold.")
+    return f'<div class="whatif-banner" style="{style}"><b>What-if.</b> {html.escape(text)}</div>'
+
+
+def _rule_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str, rule: str,
+                 style: str) -> str:
+    """The banner of a what-if by another rule than the run's."""
+    would, scored, total = routing.whatif_counts(threshold, rule)
+    unscored = (f" ({total - scored} tokens have no {rule} score and stay grey)" if scored < total else "")
+    text = (f"By {rulewords.plain_name(rule)} at threshold {fmt_threshold(threshold)} "
+            f"(a token goes to the big model when {rulewords.when(rule)}; this run used "
+            f"{rulewords.plain_name(run_rule)} at {fmt_threshold(run_threshold)}), {would} of {scored} tokens "
+            f"would have gone to the big model{unscored}, against {routing.n_by_target} of {total} in the real "
+            f"run. This re-reads what the small model recorded in this run; nothing was regenerated, and after "
+            f"the first changed token a real run would write different text. Press Generate to run with this "
+            f"rule and threshold.")
     return f'<div class="whatif-banner" style="{style}"><b>What-if.</b> {html.escape(text)}</div>'

@@ -1,0 +1,135 @@
+"""What the page says about a deferral rule (`cascade.rules`): its control's words, its slider, its axis,
+and one line per position, in plain words.
+
+A rule's number is read in its own units: perplexity (1 = certain), entropy (nats, 0 = certain), the
+margin between the two likeliest tokens (1 = certain; the big model writes BELOW the line), and a
+learned router's probability that the big model would write another token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..analysis import as_rule
+from ..rules import RULE_TABLE, Rule
+from .style import fmt_ppl, fmt_threshold
+
+# The perplexity slider keeps the range a visitor needs (the rule allows 0 to 1e6): below 1 every token
+# goes to the big model, and above 100 almost none does.
+PERPLEXITY_RANGE = (1.0, 100.0)
+DEFAULT_RULE = "perplexity"
+
+
+@dataclass(frozen=True)
+class Words:
+    short: str  # the slider's label: "Threshold (entropy, nats)"
+    number: str  # the number, as a noun: "the small model's entropy"
+    axis: str  # the chart's y axis
+    reads: str  # the dropdown's info: what the rule reads
+    slider: str  # the slider's info
+
+
+WORDS: dict[str, Words] = {
+    "perplexity": Words(
+        "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
+        "Its probability of its own token, as perplexity (1 = certain; 5 = as unsure as among five words): "
+        "above the threshold the big model writes.",
+        "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
+        "what-if."),
+    "entropy": Words(
+        "entropy, nats", "the small model's entropy", "small model's entropy, nats (0 = certain)",
+        "How spread its whole distribution over all tokens is (entropy in nats, 0 = certain): above the "
+        "threshold the big model writes.",
+        "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
+        "what-if."),
+    "margin": Words(
+        "margin, top-1 minus top-2", "the small model's margin", "small model's margin: top-1 minus top-2 "
+        "probability (1 = certain; below the line, the big model writes)",
+        "The gap between its two likeliest tokens (top-1 minus top-2 probability, 1 = certain): BELOW the "
+        "threshold the big model writes.",
+        "Below this margin the small model hands a token to the big model. Move it after a run to see a "
+        "what-if."),
+    "learned": Words(
+        "learned, probability", "the router's probability", "router's probability that the big model "
+        "would write another token",
+        "A router trained on measured runs reads the small model's probabilities, its recent tokens and the "
+        "position, and predicts that the big model would write another token: above the threshold it does.",
+        "Above this predicted probability the small model hands a token to the big model. Move it after a "
+        "run to see a what-if."),
+}
+
+
+def plain_name(rule: Rule | str) -> str:
+    """The rule in a sentence: "the seed's rule", "the entropy rule", "the learned router"."""
+    name = as_rule(rule).name
+    return {"perplexity": "the seed's rule (perplexity)", "learned": "the learned router"}.get(name, f"the {name} rule")
+
+
+def choices(has_router: bool) -> list[tuple[str, str]]:
+    """The dropdown's (label, rule) pairs: every rule, the learned one only with a router."""
+    return [(r.label, r.name) for r in RULE_TABLE.values() if r.name != "learned" or has_router]
+
+
+def offered(has_router: bool) -> tuple[str, ...]:
+    return tuple(name for _, name in choices(has_router))
+
+
+def rule_info(rule: Rule | str, trained_on: str | None = None) -> str:
+    """The line under the dropdown: what the chosen rule reads (and, for learned, its router's pair)."""
+    rule = as_rule(rule)
+    info = WORDS[rule.name].reads
+    if rule.name == "learned":
+        info += (f" This router was trained on {trained_on}." if trained_on
+                 else " No router is loaded on this page.")
+    return info
+
+
+def slider_props(rule: Rule | str) -> dict[str, Any]:
+    """The threshold slider for a rule: minimum, maximum, step, label, info and the default value."""
+    rule = as_rule(rule)
+    lo, hi = PERPLEXITY_RANGE if rule.name == "perplexity" else (rule.low, rule.high)
+    return {"minimum": max(lo, rule.low), "maximum": min(hi, rule.high), "step": rule.step,
+            "label": f"Threshold ({WORDS[rule.name].short})", "info": WORDS[rule.name].slider,
+            "value": rule.default}
+
+
+def fmt_score(rule: Rule | str, score: float | None) -> str:
+    """A rule's number for one position, as the page writes it."""
+    rule = as_rule(rule)
+    if rule.name == "perplexity" or score is None:
+        return fmt_ppl(score)
+    return f"{score:.2f}" if rule.name == "entropy" else f"{score:.3f}"
+
+
+def side(rule: Rule | str, verdict: bool) -> str:
+    """Where a score lies against the threshold: "above"/"not above", or "below"/"not below" for margin."""
+    word = "below" if as_rule(rule).below else "above"
+    return word if verdict else f"not {word}"
+
+
+def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdict: bool | None,
+                 named: bool = True) -> str:
+    """One line on what a what-if by `rule` decided at a position whose number was `score`. `named`:
+    say which rule (when it is not the run's own)."""
+    rule = as_rule(rule)
+    by = f" by {plain_name(rule)}" if named else ""
+    if verdict is None:
+        return f"what-if{by}: none here ({unscored(rule)})"
+    who = "the big model" if verdict else "the small model"
+    return (f"what-if{by} at threshold {fmt_threshold(threshold)}: {WORDS[rule.name].number} "
+            f"{fmt_score(rule, score)} is {side(rule, verdict)} it, so {who} would have written this position")
+
+
+def unscored(rule: Rule | str) -> str:
+    """Why a position has no number by this rule, in a clause."""
+    if as_rule(rule).name == "learned":
+        return "no router scored this position"
+    return "the small model did not score this position"
+
+
+def when(rule: Rule | str, tense: str = "is") -> str:
+    """When a rule sends a token to the big model, as a clause: "the small model's margin is below the
+    threshold"."""
+    rule = as_rule(rule)
+    return f"{WORDS[rule.name].number} {tense} {'below' if rule.below else 'above'} the threshold"
