@@ -10,7 +10,7 @@ import argparse
 import logging
 
 from cascade.settings import add_model_flags, model_config, model_flags
-from cascade.ui.layout import build_demo
+from cascade.ui.layout import build_demo, engines_router
 from cascade.ui.service import EngineService
 
 service = EngineService()
@@ -18,7 +18,8 @@ service = EngineService()
 
 def page(workers: int):
     """The page over the service's engines, `workers` requests at once (each leases its own engine)."""
-    return build_demo(service.lease, describe_models=service.describe, concurrency=workers)
+    return build_demo(service.lease, describe_models=service.describe, concurrency=workers,
+                      router=lambda: engines_router(service))
 
 
 def workers_from_environment() -> int:

@@ -69,7 +69,7 @@ def json_lines(stdout: str) -> tuple[list[dict], dict]:
 
 # The page's defaults for a request, as a visitor who changes nothing but these would send them.
 PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
-                                  "threshold": 5.0, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
+                                  "rule": "perplexity", "threshold": 5.0, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
                                   "lookup_ngram": 3, "max_tokens": 32, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
                                   "seed": 0}
 
@@ -121,11 +121,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(provider, describe=lambda: "toy models", concurrency: int = 1):
-    """The page on a free local port, over `provider`; returns (demo, url). Close with demo.close()."""
+def serve(provider, describe=lambda: "toy models", concurrency: int = 1, router=None):
+    """The page on a free local port, over `provider`; returns (demo, url). Close with demo.close().
+    `router()`: the learned rule's router the page offers (None: the page offers no learned rule)."""
     from cascade.ui.layout import build_demo
 
-    demo = build_demo(provider, describe_models=describe, concurrency=concurrency)
+    demo = build_demo(provider, describe_models=describe, concurrency=concurrency, router=router)
     _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                                      quiet=True)
     return demo, url

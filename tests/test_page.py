@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -20,9 +22,15 @@ from gradio_client import Client  # noqa: E402
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
 from cascade.config import limits  # noqa: E402
 from cascade.events import Summary, TokenEvent  # noqa: E402
+from cascade.rules import RULE_TABLE  # noqa: E402
 from cascade.settings import model_config  # noqa: E402
+from cascade.analysis import Routing  # noqa: E402
+from cascade.engine import Engine  # noqa: E402
+from cascade.router import FEATURES, Router  # noqa: E402
 from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, make_generate, offer_download, request_config,  # noqa: E402
-                                  stop, whatif)
+                                  rule_changed, stop, whatif)
+from cascade.ui.layout import RULE_LABEL, build_demo, make_apply_link  # noqa: E402
+from cascade.ui.link import read_link  # noqa: E402
 from cascade.ui.runfile import read_run  # noqa: E402
 from cascade.ui.service import EngineService, hide_paths, public_message  # noqa: E402
 
@@ -117,10 +125,15 @@ def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads
         "named_endpoints"]["/generate"]["parameters"]
     assert [p["parameter_name"] for p in parameters] == list(GENERATE_INPUTS)
     assert list(inspect.signature(make_generate(None)).parameters)[:len(GENERATE_INPUTS)] == list(GENERATE_INPUTS)
-    # Each input is the control of its setting: it starts at that setting's default (the command line's too).
+    # Each input is the control of its setting: it starts at that setting's default (the command line's too);
+    # the threshold at the default rule's own default.
     defaults = {p["parameter_name"]: p["parameter_default"] for p in parameters}
     for name in GENERATE_INPUTS[2:]:
-        assert defaults[name] == limits(GenerationConfig, name)["default"], name
+        assert defaults[name] == getattr(GenerationConfig(), name), name
+        if name != "threshold":
+            assert defaults[name] == limits(GenerationConfig, name)["default"], name
+    assert defaults["threshold"] == RULE_TABLE[defaults["rule"]].default == 5.0
+    assert GENERATE_INPUTS.index("rule") == GENERATE_INPUTS.index("policy") + 1
     assert defaults["mode"] == "chat" and GenerationConfig().chat
 
 
@@ -161,6 +174,128 @@ def test_a_finished_run_is_offered_as_a_file_that_holds_it(toy_engine):
     assert read_run(Path(download["value"]).read_text())["summary"]["text"] == summary.text
     hidden = offer_download(None)
     assert hidden["visible"] is False
+
+
+# ---- the rule: how the small model judges its own token -----------------------------------------
+
+def toy_router(pair: str = "toy-small.gguf → toy-related.gguf") -> Router:
+    """A router that reads only the entropy: P(the big model differs) = logistic(entropy - 1.5)."""
+    coef = np.zeros(len(FEATURES))
+    coef[FEATURES.index("entropy")] = 1.0
+    draft, target = pair.split(" → ")
+    return Router(FEATURES, mean=np.zeros(len(FEATURES)), scale=np.ones(len(FEATURES)), coef=coef, intercept=-1.5,
+                  pair={"draft": draft, "target": target})
+
+
+def finished_run(engine, **changes) -> Run:
+    inputs = page_inputs(**changes)
+    config = request_config("raw", dict(zip(GENERATE_INPUTS[2:], inputs[2:])))
+    events, summary = through_engine(engine, inputs)
+    return Run(PROMPT, config, tuple(events), summary, running=False)
+
+
+def test_the_generate_endpoint_takes_the_rule_and_judges_the_threshold_in_its_units(page, toy_engine):
+    client = Client(page, verbose=False)
+    inputs = page_inputs(rule="entropy", threshold=1.5)
+    html, plot, summary, text = client.predict(*inputs, api_name="/generate")
+    _, expected = through_engine(toy_engine, inputs)
+    assert expected.rule == "entropy" and text == expected.text
+    assert "judged by the entropy rule" in summary
+    figure = json.loads(plot["plot"])
+    assert "entropy" in figure["layout"]["yaxis"]["title"]["text"] and figure["layout"]["yaxis"]["type"] == "linear"
+    assert 'data-rule="entropy"' in html
+
+    html, plot, summary, text = client.predict(*page_inputs(rule="margin", threshold=5), api_name="/generate")
+    for shown in (html, summary):
+        assert ("Please check the settings: threshold must be between 0 and 1 for the margin rule (top-1 minus "
+                "top-2 probability, 1 = certain), got 5.") in shown
+    assert plot is None and text == ""
+    _, _, summary, _ = client.predict(*page_inputs(rule="no-such-rule"), api_name="/generate")
+    assert "unknown rule 'no-such-rule'" in summary
+
+
+def test_the_learned_rule_needs_a_router_and_runs_with_one(toy_engine):
+    generate = make_generate(lambda progress: toy_engine)  # the toy engine has no router
+    *_, (html, _, summary, text, run) = generate(*page_inputs(rule="learned", threshold=0.5))
+    assert "the learned rule needs a router, and none is loaded on this page" in summary and run is None
+
+    routed = Engine(toy_engine.pair, router=toy_router())
+    *_, (html, _, summary, text, run) = make_generate(lambda progress: routed)(*page_inputs(rule="learned",
+                                                                                          threshold=0.5))
+    assert run.summary.rule == "learned" and "judged by the learned router" in summary
+    scores = [s.score("learned") for s in Routing(run.events).slots]
+    assert all(0 < x < 1 for x in scores if x is not None) and any(x is not None for x in scores)
+
+
+def test_changing_the_rule_gives_the_slider_that_rules_range_label_and_default(toy_engine):
+    for name, (lo, hi, value) in {"entropy": (0, 12, 1.5), "margin": (0, 1, 0.4), "learned": (0, 1, 0.5),
+                                  "perplexity": (1, 100, 5.0)}.items():
+        info, slider, html, chart = rule_changed(name, None)
+        assert (slider["minimum"], slider["maximum"], slider["value"]) == (lo, hi, value), name
+        assert slider["step"] == RULE_TABLE[name].step and name in slider["label"].lower()
+        assert info["info"] and (html, chart) == (gr.skip(), gr.skip())  # no run: nothing to re-colour
+    assert rule_changed("entropy", None)[1]["label"] == "Threshold (entropy, nats)"
+    assert "trained on a.gguf → b.gguf" in rule_changed("learned", None, "a.gguf → b.gguf")[0]["info"]
+    assert "BELOW" in rule_changed("margin", None)[0]["info"]
+    # Back to the run's own rule, the slider returns to the run's threshold: the page shows the run again.
+    run = finished_run(toy_engine, threshold=3.0)
+    assert rule_changed("perplexity", run)[1]["value"] == 3.0
+    assert 'data-view="run"' in rule_changed("perplexity", run)[2]
+
+
+def test_another_rule_recolours_a_finished_run_as_a_what_if(toy_engine):
+    run = finished_run(toy_engine)  # cascade by the seed's rule, threshold 5
+    routing = Routing(run.events)
+    for name in ("entropy", "margin"):
+        threshold = RULE_TABLE[name].default
+        _, _, html, figure = rule_changed(name, run)
+        would, scored, total = routing.whatif_counts(threshold, name)
+        assert 'data-view="whatif"' in html and f'data-rule="{name}"' in html
+        assert html.count('class="tok red whatif-target"') == would
+        assert f"{would} of {scored} tokens would have gone to the big model" in html
+        assert f"against {run.summary.n_target_tokens} of {total} in the real run" in html
+        plotted = {x: y for t in figure.data if t.meta == "tokens" for x, y in zip(t.x, t.y)}
+        assert plotted == {s.token.position: s.score(name) for s in routing.slots if s.score(name) is not None}
+        assert [t.y[0] for t in figure.data if t.meta == "threshold"] == [threshold]  # no line in other units
+        # Moving the slider under that rule is a what-if by it too.
+        other = RULE_TABLE[name].default / 2
+        html, _ = whatif(other, run, name)
+        assert html.count('class="tok red whatif-target"') == routing.whatif_counts(other, name)[0]
+    # A rule whose numbers the run lacks (learned, without a router) shows the run and says why.
+    html, figure = whatif(0.5, run, "learned")
+    assert 'data-view="run"' in html and "No what-if by the learned router" in html
+
+
+def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
+    def rule_control(demo):
+        return next(b for b in demo.blocks.values() if getattr(b, "label", None) == RULE_LABEL)
+
+    without = rule_control(build_demo(lambda progress: None))
+    assert [v for _, v in without.choices] == ["perplexity", "entropy", "margin"] and without.value == "perplexity"
+    router = toy_router("d.gguf → t.gguf")
+    with_router = rule_control(build_demo(lambda progress: None, router=lambda: router))
+    assert [v for _, v in with_router.choices] == list(RULE_TABLE)
+
+    class Request:  # what Gradio passes on load
+        def __init__(self, **query):
+            self.query_params = query
+
+    rule_index, threshold_index = GENERATE_INPUTS.index("rule"), GENERATE_INPUTS.index("threshold")
+    loaded = make_apply_link(lambda: router)(Request(rule="learned"))
+    assert loaded[rule_index]["value"] == "learned" and "d.gguf → t.gguf" in loaded[rule_index]["info"]
+    assert loaded[threshold_index]["value"] == 0.5 and loaded[threshold_index]["label"] == "Threshold (learned, probability)"
+    refused = make_apply_link(lambda: None)(Request(rule="learned"))
+    assert "value" not in refused[rule_index] and "learned rule is not offered" in refused[-2]
+    assert [v for _, v in refused[rule_index]["choices"]] == ["perplexity", "entropy", "margin"]
+
+
+def test_a_link_names_the_rule_and_a_threshold_in_its_units():
+    assert read_link({"rule": "margin"}).values == {"rule": "margin", "threshold": 0.4}
+    assert read_link({"threshold": "0.2", "rule": "margin", "k": "2"}).values == {"rule": "margin", "threshold": 0.2,
+                                                                                  "k": 2}
+    wrong = read_link({"rule": "entropy", "threshold": "50"})
+    assert wrong.values == {"rule": "entropy", "threshold": 1.5}
+    assert "threshold must be between 0 and 12 for the entropy rule" in wrong.message()
 
 
 # ---- the models: loading, failing, choosing ------------------------------------------------------

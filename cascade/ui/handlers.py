@@ -1,4 +1,4 @@
-"""What the page does when a visitor acts: generate, compare, move the threshold, stop.
+"""What the page does when a visitor acts: generate, compare, move the threshold, change the rule, stop.
 
 The handlers are generators that yield the next state of the page (gpt-fast's "small named verbs",
 Gradio's streaming demos): they run the engine, keep its events in a `Run`, and leave every picture to
@@ -29,7 +29,8 @@ from ..events import Summary, TokenEvent
 from ..models import ModelError
 from ..policies import POLICY_TABLE
 from ..prompt import PromptError
-from . import chart, runfile, sentences, tokens
+from ..rules import RULE_TABLE
+from . import chart, rulewords, runfile, sentences, tokens
 from .service import SERVER_TROUBLE, public_message
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ EngineProvider = Callable[[Callable[[str], None]], Any]
 UPDATE_EVERY_S = 0.25
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
-SETTINGS = ("policy", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
+SETTINGS = ("policy", "rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
             "temperature", "top_p", "top_k", "seed")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
@@ -70,6 +71,7 @@ class Run:
     running: bool = True
     models: ModelConfig | None = None  # the models that wrote it (named in a saved run)
     comparison: Summary | None = None  # the big model alone on the same request, once compared
+    comparison_tokens: tuple[int, ...] = ()  # the big model alone's token ids, for teacher forcing
 
     @property
     def text(self) -> str:
@@ -135,9 +137,9 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
 
 def run_update(run: Run) -> Update:
     """The text, the chart, the summary and the plain text of a run in progress or finished."""
-    routing, threshold = Routing(run.events), run.config.threshold
-    return Update(text_html=tokens.text_panel(routing, run_threshold=threshold),
-                  chart=chart.perplexity_figure(routing, threshold), summary=summary_markdown(run),
+    routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
+    return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule),
+                  chart=chart.perplexity_figure(routing, threshold, run_rule=rule), summary=summary_markdown(run),
                   plain_text=run.text, run=run)
 
 
@@ -209,10 +211,10 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
 # ---- the handlers --------------------------------------------------------------------------------
 
 def make_generate(engine_provider: EngineProvider):
-    def generate(prompt: Any, mode: Any, policy: Any, threshold: Any, k: Any, rollback_threshold: Any,
+    def generate(prompt: Any, mode: Any, policy: Any, rule: Any, threshold: Any, k: Any, rollback_threshold: Any,
                  bild_window: Any, lookup_ngram: Any, max_tokens: Any, temperature: Any, top_p: Any, top_k: Any,
                  seed: Any, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
-        settings = dict(zip(SETTINGS, (policy, threshold, k, rollback_threshold, bild_window, lookup_ngram,
+        settings = dict(zip(SETTINGS, (policy, rule, threshold, k, rollback_threshold, bild_window, lookup_ngram,
                                        max_tokens, temperature, top_p, top_k, seed)))
         for update in generate_updates(engine_provider, prompt, mode, settings, progress):
             yield update.values(GENERATE_OUTPUTS)
@@ -231,6 +233,9 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     events, due = [], Throttle()
     try:
         with lent_engine(engine_provider, progress) as engine:
+            if needs_router(config) and getattr(engine, "router", None) is None:
+                yield message_update(f"Please check the settings: {NO_ROUTER}.")
+                return
             run = Run(prompt, config, models=engine.pair.config)
             for event in engine.generate(prompt, config):
                 if isinstance(event, Summary):
@@ -287,13 +292,50 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel(SERVER_TROUBLE, "error"), numbers=None)
 
 
-def whatif(threshold: float, run: Run | None) -> tuple:
-    """Re-colour the recorded run for another threshold; during a run, leave the page alone."""
+def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
+    """The recorded run re-coloured for another threshold, or another rule (None: the run's) at that
+    threshold; during a run, or for a value no rule reads, the page is left alone."""
     if run is None or run.running or not run.events:
-        return Update().values(WHATIF_OUTPUTS)
-    routing, run_threshold = Routing(run.events), run.config.threshold
-    return Update(text_html=tokens.text_panel(routing, run_threshold=run_threshold, threshold=float(threshold)),
-                  chart=chart.perplexity_figure(routing, run_threshold, float(threshold))).values(WHATIF_OUTPUTS)
+        return Update()
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        return Update()
+    rule = rule if rule in RULE_TABLE else run.config.rule
+    routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
+    return Update(text_html=tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold,
+                                              run_rule=run_rule, rule=rule),
+                  chart=chart.perplexity_figure(routing, run_threshold, threshold, run_rule, rule))
+
+
+def whatif(threshold: Any, run: Run | None, rule: Any = None) -> tuple:
+    """Re-colour the recorded run for another threshold (and rule); during a run, leave the page alone."""
+    return whatif_update(threshold, run, rule).values(WHATIF_OUTPUTS)
+
+
+def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None) -> tuple:
+    """The visitor chose another rule: the threshold slider takes that rule's range, step, label and
+    default (the run's own threshold when it is the run's own rule, so the page shows the run again),
+    the line under the dropdown says what the rule reads, and a finished run is re-coloured by the rule
+    at that threshold (a what-if)."""
+    if rule not in RULE_TABLE:
+        return (gr.skip(), gr.skip()) + Update().values(WHATIF_OUTPUTS)
+    props = rulewords.slider_props(rule)
+    if run is not None and not run.running and run.config.rule == rule:
+        props["value"] = run.config.threshold
+    slider = gr.update(**props)
+    info = gr.update(info=rulewords.rule_info(rule, trained_on))
+    return (info, slider) + whatif_update(props["value"], run, rule).values(WHATIF_OUTPUTS)
+
+
+NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page; choose another way for the small "
+             "model to judge its token")
+
+
+def needs_router(config: GenerationConfig) -> bool:
+    """Whether the request's policy judges draft tokens by the learned rule (which needs a router)."""
+    policy = POLICY_TABLE.get(config.policy)
+    return config.rule == "learned" and policy is not None and "threshold" in policy.settings
 
 
 def stop(run: Run | None) -> tuple:

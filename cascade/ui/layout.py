@@ -6,6 +6,7 @@ request is named after its `GenerationConfig` field and takes its range, default
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import gradio as gr
@@ -13,11 +14,16 @@ import gradio as gr
 from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
-from ..rules import RULE_TABLE
-from . import tokens
+from . import rulewords, tokens
 from .handlers import (COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, Update,
-                       WHATIF_OUTPUTS, EngineProvider, make_compare, make_generate, offer_download, stop, whatif)
+                       WHATIF_OUTPUTS, EngineProvider, make_compare, make_generate, offer_download, rule_changed,
+                       stop, whatif)
 from .link import copy_link_js, read_link
+
+log = logging.getLogger(__name__)
+
+# Returns the learned rule's router the page's engines use (None: none, and the rule is not offered).
+RouterSource = Callable[[], Any]
 
 INTRO = """\
 # A small model writes, a big model steps in
@@ -36,10 +42,15 @@ HOW_TO_READ = """\
 - **The threshold** is the dashed line. Where the small model's perplexity is above it, the token goes to
   the big model. A low threshold asks the big model more often (slower, closer to the big model's text);
   a high one leaves more to the small model.
-- **What-if:** after a run, move the threshold slider. The text and the chart re-colour the recorded
-  tokens to show which ones *would* have gone to the big model at the new threshold. This re-reads the
-  numbers the run recorded; nothing is regenerated, so it cannot show how the text itself would change.
-  Press Generate to really run at that threshold.
+- **The rule** ("How the small model judges its own token") says which number is compared with the
+  threshold: the seed's perplexity of its own token, the entropy of its whole distribution (in nats,
+  0 = certain), the margin between its two likeliest tokens (1 = certain; here the big model writes where
+  the margin is *below* the line), or a learned router's predicted probability that the big model would
+  write another token. The slider and the chart switch to the chosen rule's units.
+- **What-if:** after a run, move the threshold slider, or choose another rule. The text and the chart
+  re-colour the recorded tokens to show which ones *would* have gone to the big model at the new threshold
+  or by the other rule. This re-reads the numbers the run recorded; nothing is regenerated, so it cannot
+  show how the text itself would change. Press Generate to really run that way.
 - **Struck-through** tokens (BiLD and speculative policies) were drafted by the small model, then
   refused by the big model when it checked them. Where the small model was unsure and handed a token
   over, its own proposal is not shown in the text; hover the red token to see it.
@@ -60,24 +71,23 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
             info: str | None = None) -> gr.Slider:
     """A slider for a GenerationConfig field: its default, its range (narrowed to what a visitor needs)
     and its help."""
-    meta = limits(GenerationConfig, name)
-    if name == "threshold":  # in the default rule's units
-        rule = RULE_TABLE[limits(GenerationConfig, "rule")["default"]]
-        meta = {**meta, "min": rule.low, "max": rule.high, "default": rule.default}
+    meta = limits(GenerationConfig, name)  # (the threshold's slider is the rule's: `rulewords.slider_props`)
     return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
                      maximum=min(meta["max"], hi) if hi is not None else meta["max"],
                      value=meta["default"], step=step, label=label, info=info or meta["help"])
 
 
-def _settings_controls() -> dict[str, gr.components.Component]:
-    """The controls of every setting a visitor may change, by field name."""
+def _settings_controls(router: Any = None) -> dict[str, gr.components.Component]:
+    """The controls of every setting a visitor may change, by field name. `router`: the learned rule's,
+    if the page has one (the rule is offered only then)."""
     seed_meta = limits(GenerationConfig, "seed")
+    rule = limits(GenerationConfig, "rule")["default"]
     controls = {
         "policy": gr.Dropdown([(p.label, p.name) for p in POLICY_TABLE.values() if p.on_page],
                               value=limits(GenerationConfig, "policy")["default"], label="Who writes"),
-        "threshold": _slider("threshold", "Threshold (perplexity)", lo=1.0, hi=100.0, step=0.1,
-                             info="Above this perplexity the small model hands a token to the big model. "
-                                  "Move it after a run to see a what-if."),
+        "rule": gr.Dropdown(rulewords.choices(router is not None), value=rule, label=RULE_LABEL,
+                            info=rulewords.rule_info(rule, _trained_on(router))),
+        "threshold": gr.Slider(**rulewords.slider_props(rule)),
     }
     with gr.Accordion("More settings", open=False):
         controls.update(
@@ -101,11 +111,44 @@ def _settings_controls() -> dict[str, gr.components.Component]:
     return controls
 
 
+RULE_LABEL = "How the small model judges its own token"
+
+
+def _trained_on(router: Any) -> str | None:
+    return getattr(router, "trained_on", None) if router is not None else None
+
+
+def current_router(source: RouterSource | None) -> Any:
+    """The router `source` gives now (None without a source, or if asking fails: the page then offers no
+    learned rule rather than breaking)."""
+    if source is None:
+        return None
+    try:
+        return source()
+    except Exception:  # a router file that went missing or bad: the service says so when it loads
+        log.warning("could not tell whether the page has a router", exc_info=True)
+        return None
+
+
+def engines_router(service: Any) -> Any:
+    """The learned rule's router of an `EngineService`: its engines' own once they are loaded; before
+    that, the one its settings name (`ModelConfig.router`), read from its file, or None."""
+    from ..router import load_router
+
+    if service.loaded:
+        return getattr(service.engines()[0], "router", None)
+    try:
+        return load_router(service.config.router)
+    except ValueError:  # a bad file or setting: the first Generate tells whoever runs the page
+        return None
+
+
 def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None,
-               concurrency: int = 1) -> gr.Blocks:
+               concurrency: int = 1, router: RouterSource | None = None) -> gr.Blocks:
     """The page. `engine_provider(progress)` returns the shared engine, loading it on first use, or lends
     one of a pool for the request (`EngineService.lease`); `concurrency` requests run at once (one per
-    engine), the others wait in the queue."""
+    engine), the others wait in the queue. `router()` gives the learned rule's router the engines use
+    (None: none, and that rule is not offered); it is asked when the page is built and when it loads."""
     examples = load_examples()
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         out: dict[str, gr.components.Component] = {"run": gr.State(None)}
@@ -121,7 +164,7 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                      value="chat" if limits(GenerationConfig, "chat")["default"] else "raw",
                                      label="Mode"),
                 }
-                inputs.update(_settings_controls())
+                inputs.update(_settings_controls(current_router(router)))
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary")
                     stop_btn = gr.Button("Stop", variant="stop")
@@ -145,7 +188,7 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                     out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.",
                                                                     "info"), label="Answer",
                                                elem_classes="cascade-text-box", min_width=320)
-                    out["chart"] = gr.Plot(label="Perplexity chart", show_label=False, elem_classes="cascade-chart",
+                    out["chart"] = gr.Plot(label="Chart", show_label=False, elem_classes="cascade-chart",
                                            min_width=320)
                 compare_btn = gr.Button("Compare with the big model alone", variant="secondary")
                 out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
@@ -172,14 +215,18 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         for event in (generating, comparing, stopping):
             event.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
                        show_progress="hidden", api_visibility="private")
-        inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"]], outputs=outputs(WHATIF_OUTPUTS),
-                                   queue=False, show_progress="hidden", trigger_mode="always_last",
-                                   api_visibility="private")
+        inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"], inputs["rule"]],
+                                   outputs=outputs(WHATIF_OUTPUTS), queue=False, show_progress="hidden",
+                                   trigger_mode="always_last", api_visibility="private")
+        # A visitor's choice only (a link's rule is applied with its own threshold, below).
+        inputs["rule"].input(make_rule_changed(router), inputs=[inputs["rule"], out["run"]],
+                             outputs=[inputs["rule"], inputs["threshold"]] + outputs(WHATIF_OUTPUTS), queue=False,
+                             show_progress="hidden", trigger_mode="always_last", api_visibility="private")
         copy_link_btn.click(None, inputs=[inputs[name] for name in GENERATE_INPUTS], outputs=[link_box],
                             js=copy_link_js(), api_visibility="private")
         link_controls = [inputs[name] for name in GENERATE_INPUTS]
         autorun = gr.State(False)
-        loading = demo.load(apply_link, outputs=link_controls + [out["summary"], autorun], queue=False,
+        loading = demo.load(make_apply_link(router), outputs=link_controls + [out["summary"], autorun], queue=False,
                             api_visibility="private")
         autorunning = loading.then(make_autorun(engine_provider), inputs=[autorun] + link_controls,
                                    outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
@@ -192,13 +239,38 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
     return demo
 
 
-def apply_link(request: gr.Request) -> tuple:
-    """On load: the controls a link's query parameters set, a message about them, and whether to run."""
-    link = read_link(dict(request.query_params) if request is not None else {})
-    controls = tuple(gr.update(value=link.values[name]) if name in link.values else gr.skip()
-                     for name in GENERATE_INPUTS)
-    message = link.message()
-    return controls + (gr.skip() if message is None else message, link.run)
+def make_rule_changed(router: RouterSource | None = None):
+    def changed(rule: Any, run: Any) -> tuple:
+        return rule_changed(rule, run, _trained_on(current_router(router)))
+
+    return changed
+
+
+def make_apply_link(router: RouterSource | None = None):
+    """On load: the controls a link's query parameters set, a message about them, and whether to run.
+    The rule's dropdown offers the learned rule only if the page has a router now; a linked rule brings
+    its own threshold slider (range, label and the link's threshold, or the rule's default)."""
+
+    def apply_link(request: gr.Request) -> tuple:
+        loaded = current_router(router)
+        link = read_link(dict(request.query_params) if request is not None else {},
+                         rules=rulewords.offered(loaded is not None))
+        updates = {name: gr.update(value=link.values[name]) if name in link.values else gr.skip()
+                   for name in GENERATE_INPUTS}
+        rule = link.values.get("rule", limits(GenerationConfig, "rule")["default"])
+        updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None),
+                                    info=rulewords.rule_info(rule, _trained_on(loaded)),
+                                    **({"value": rule} if "rule" in link.values else {}))
+        if "rule" in link.values:
+            updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": link.values["threshold"]})
+        message = link.message()
+        return tuple(updates[name] for name in GENERATE_INPUTS) + (gr.skip() if message is None else message,
+                                                                     link.run)
+
+    return apply_link
+
+
+apply_link = make_apply_link()  # a page without a router
 
 
 def make_autorun(engine_provider: EngineProvider):

@@ -2,6 +2,8 @@
 
 `?prompt=...&mode=raw&policy=cascade&threshold=3&k=4&max_tokens=64&temperature=0&seed=0` fills the
 controls; a setting out of its range (or unknown) is named in a message and its default is kept;
+`rule=entropy` chooses a deferral rule, and the threshold is then read in that rule's units (its default
+when the link names none);
 `run=1` also starts the generation. Parameters are named after the settings (`GenerationConfig`'s
 fields), so a control added later is linkable under its setting's name. A link can never name a model
 file: only the settings in `GENERATE_INPUTS` are read.
@@ -11,9 +13,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..config import GenerationConfig
+from ..rules import RULE_TABLE, RULES
 from .handlers import GENERATE_INPUTS, MODES, SETTINGS, request_config
 
 # Query parameters Gradio itself uses, which are no settings of ours.
@@ -42,21 +45,33 @@ def page_defaults() -> dict[str, Any]:
     return {"prompt": "", "mode": "chat" if default.chat else "raw", **values}
 
 
-def read_link(query: Mapping[str, str]) -> LinkSettings:
-    """The controls' values a link's query parameters name, each checked on its own."""
+def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSettings:
+    """The controls' values a link's query parameters name, each checked on its own (the threshold in
+    the units of the link's rule). `rules`: the rules the page offers (the learned one needs a router)."""
     values: dict[str, Any] = {}
     problems: list[str] = []
     defaults = page_defaults()
-    for name, raw in query.items():
+    # The rule first: it says in which units the threshold is read.
+    for name in sorted(query, key=lambda n: n != "rule"):
+        raw = query[name]
         if name == "run" or name in _GRADIO_PARAMETERS:
             continue
         if name not in GENERATE_INPUTS:
             problems.append(f"{name!r} is not a setting of this page")
             continue
+        if name == "rule" and raw in RULE_TABLE and raw not in rules:
+            problems.append(f"rule: the {raw} rule is not offered on this page (it needs a router, and none is "
+                            f"loaded)")
+            continue
+        base = {**defaults, **values}
+        if "rule" in values and "threshold" not in values:
+            base["threshold"] = RULE_TABLE[values["rule"]].default  # in the linked rule's units
         try:
-            values[name] = _one(name, raw, defaults)
+            values[name] = _one(name, raw, base)
         except ValueError as e:
             problems.append(f"{name}: {e}")
+    if "rule" in values and "threshold" not in values:
+        values["threshold"] = RULE_TABLE[values["rule"]].default
     return LinkSettings(values, problems, run=query.get("run", "").strip().lower() in ("1", "true", "yes"))
 
 
@@ -70,23 +85,28 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
         return raw
     settings = {n: defaults[n] for n in SETTINGS}
     settings[name] = raw
+    if name == "rule":  # a rule alone is judged with its own default threshold
+        settings["threshold"] = RULE_TABLE[raw].default if raw in RULE_TABLE else settings["threshold"]
     config = request_config(defaults["mode"], settings)  # the page's one validator, for this setting alone
     return getattr(config, name)
 
 
 def copy_link_js() -> str:
     """The browser-side function of "Copy link": the page's URL with the controls' values as query
-    parameters (those at their defaults left out), copied to the clipboard and shown."""
+    parameters (those at their defaults left out; the threshold always with a rule other than the
+    default, whose units it is in), copied to the clipboard and shown."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
     always = json.dumps(["prompt", "mode", "policy"])
     return f"""(...values) => {{
   const names = {names}, defaults = {defaults}, always = {always};
+  const otherRule = String(values[names.indexOf("rule")]) !== String(defaults.rule);
   const url = new URL(window.location.href);
   url.search = "";
   names.forEach((name, i) => {{
     const value = values[i];
     if (value === null || value === undefined || value === "") return;
-    if (always.includes(name) || String(value) !== String(defaults[name])) url.searchParams.set(name, value);
+    if (always.includes(name) || (name === "threshold" && otherRule) || String(value) !== String(defaults[name]))
+      url.searchParams.set(name, value);
   }});
   const link = url.toString();
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {{}});
