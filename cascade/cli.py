@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
     bench.add_argument("--thresholds", type=float, nargs="+", default=[2, 3, 5, 10, 20],
                        help="cascade thresholds to try (default %(default)s)")
+    bench.add_argument("--rules", nargs="*", default=None, metavar="RULE", choices=["entropy", "margin", "learned"],
+                       help="cascade with these rules too, each at its default threshold (default: entropy, margin, "
+                            "and learned when a router is loaded; none with an empty list)")
     bench.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], help="speculative k values to try")
     bench.add_argument("--only", nargs="+", default=None, metavar="POLICY", choices=list(POLICY_TABLE),
                        help="run only these policies (the target always runs: every figure is relative to it)")
@@ -234,7 +237,9 @@ def run_bench_command(args: argparse.Namespace) -> int:
         if not sep or not name or not path:
             raise ValueError(f"--draft-variant takes NAME=PATH, got {spec!r}")
         variants[name] = Engine(load_pair(dataclasses.replace(models, draft=path), progress=lambda m: log(f"[{m}]")))
-    cases = default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed)
+    cases = default_cases(args.max_tokens, args.thresholds, args.ks, seed_loop=not args.no_seed,
+                          rules=args.rules if args.rules is not None else
+                          ("entropy", "margin") + (("learned",) if engine.router is not None else ()))
     if args.only:
         cases = [c for c in cases if c.config.policy in args.only]
     result = run_bench(engine, examples, with_draft_variants(cases, list(variants)), args.max_tokens, log=log,

@@ -104,6 +104,19 @@ class Engine:
             prompt_tokens = self.encode(prompt, chat)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router)
 
+    def score_text(self, prompt: str, chat: bool, text: str) -> tuple[float | None, float | None]:
+        """The target's perplexity of a text written after the prompt, and the share of its tokens the
+        target would have chosen itself: for a text that came without token ids (the seed's loop)."""
+        with self.pair.lock:
+            prompt_tokens = self.encode(prompt, chat)
+            tokens = self.pair.target.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+            if not tokens:
+                return None, None
+            self.pair.target.clear()
+            view = target_view(self.pair.target, prompt_tokens, tokens)
+        nll = -sum(v[0] for v in view.values()) / len(view)
+        return (math.exp(nll) if nll < 700 else math.inf), sum(v[1] for v in view.values()) / len(view)
+
     def break_even_share(self, horizon: int = 128) -> float | None:
         """The largest big-model share at which cascade beats the target alone on this machine, from the
         costs `auto` has measured on this pair (calibration included); None before any were measured."""

@@ -20,11 +20,12 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     out, html = tmp_path / "bench.json", tmp_path / "bench.html"
     r = cascade("bench", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
                 "--max-tokens", "16", "--thresholds", "3", "10", "--ks", "2", "--no-llama-cpp",
-                "--json", str(out), "--html", str(html), timeout=300)
+                "--router", "none", "--json", str(out), "--html", str(html), timeout=300)
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     labels = [row["label"] for row in result["rows"]]
-    assert labels == ["target", "draft", "cascade 3", "cascade 10", "bild 5 / 20", "speculative k=2", "lookup k=4",
+    assert labels == ["target", "draft", "cascade 3", "cascade 10", "cascade · entropy 1.5", "cascade · margin 0.4",
+                      "bild 5 / 20", "speculative k=2", "lookup k=4",
                       "lookup+draft k=4", "auto", "seed (threshold 5)"]
     rows = {row["label"]: row for row in result["rows"]}
     assert rows["target"]["speedup"] == 1.0 and rows["target"]["agreement"] == 1.0
@@ -35,6 +36,10 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert rows["lookup k=4"]["draft_tokens"] == rows["lookup k=4"]["drafted"] == 0
     for row in result["rows"]:
         assert row["n_tokens"] > 0 and row["tokens_per_s"] > 0 and 0 <= row["overhead"] < 1
+        # Quality in every row: the target's perplexity of the texts (the seed's included, re-tokenized).
+        assert row["text_ppl_by_target"] >= 1.0 and 0 <= row["target_agreement"] <= 1, row["label"]
+    assert rows["target"]["target_agreement"] == 1.0
+    assert rows["cascade · margin 0.4"]["rule"] == "margin"
     assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16", "32", "64"}
     for row in result["rows"]:  # every row but the seed's loop is set against the bound of its own calls
         if row["policy"] != "seed":
@@ -89,7 +94,7 @@ def test_a_draft_variant_runs_beside_the_main_draft_in_one_bench(toy, tmp_path):
     prompts = tmp_path / "prompts.json"
     prompts.write_text(json.dumps([{"name": "name", "prompt": "My name is A", "chat": False}]))
     r = cascade("bench", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
-                "--max-tokens", "8", "--only", "cascade", "--thresholds", "3", "--no-seed", "--no-llama-cpp",
+                "--max-tokens", "8", "--only", "cascade", "--thresholds", "3", "--rules", "--no-seed", "--no-llama-cpp",
                 "--draft-variant", f"large={toy.large}", "--json", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())

@@ -9,14 +9,15 @@ from .run import BenchResult
 
 def markdown_table(result: BenchResult) -> str:
     target_tps = result.target.total.tokens_per_s
-    lines = ["| policy | tok/s | vs target | target share | draft kept | agreement | same text | overhead | "
-             "vs bound | memory (RSS) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| policy | tok/s | vs target | target share | draft kept | agreement | same text | big model's ppl of "
+             "the text | overhead | vs bound | memory (RSS) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result.rows:
         d = r.to_dict(target_tps)
         acc = f"{d['acceptance']:.0%}" if d["acceptance"] is not None else "–"
         eff = f"{d['efficiency']:.2f}" if d["efficiency"] is not None else "–"
+        ppl = f"{d['text_ppl_by_target']:.3f}" if d["text_ppl_by_target"] is not None else "–"
         lines.append(f"| {d['label']} | {d['tokens_per_s']:.2f} | {d['speedup']:.2f}× | {d['target_share']:.0%} | "
-                     f"{acc} | {d['agreement']:.0%} | {d['same_text']}/{d['prompts']} | {d['overhead']:.1%} | "
+                     f"{acc} | {d['agreement']:.0%} | {d['same_text']}/{d['prompts']} | {ppl} | {d['overhead']:.1%} | "
                      f"{eff} | {d['rss_mb']:.0f} MB |")
     auto = [r for r in result.rows if r.config.policy == "auto"]
     for r in auto:

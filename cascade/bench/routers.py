@@ -23,6 +23,7 @@ from ..events import Summary, TokenEvent
 from ..examples import PromptItem
 from ..router import Router, fit
 from ..rules import RULE_TABLE
+from .run import target_agreement, text_ppl
 from ..teacher import Curve, Position, forced_positions, roc_auc, rule_curves
 
 Log = Callable[[str], None]
@@ -175,21 +176,6 @@ class RoutersResult:
                 "machine": self.machine}
 
 
-def weighted_ppl(summaries: Sequence[Summary]) -> float | None:
-    """The perplexity of all the texts together: exp of the mean NLL per token over every token."""
-    pairs = [(s.text_ppl_by_target, s.n_tokens) for s in summaries if s.text_ppl_by_target and s.n_tokens]
-    if not pairs:
-        return None
-    n = sum(k for _, k in pairs)
-    return float(np.exp(sum(np.log(p) * k for p, k in pairs) / n))
-
-
-def _agreement(summaries: Sequence[Summary]) -> float | None:
-    pairs = [(s.target_agreement, s.n_tokens) for s in summaries if s.target_agreement is not None]
-    n = sum(k for _, k in pairs)
-    return sum(a * k for a, k in pairs) / n if n else None
-
-
 def run_policy(engine: Engine, items: Sequence[PromptItem], config: GenerationConfig) -> list[Summary]:
     out = []
     for item in items:
@@ -219,16 +205,16 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
     result = RoutersResult(prompts=len(items), positions=len(positions), max_tokens=max_tokens, curves=curves,
                            roc=roc)
     result.baselines["target"] = Baseline("target", sum(s.n_tokens for s in target_runs),
-                                          sum(s.wall_s for s in target_runs), weighted_ppl(target_runs),
-                                          _agreement(target_runs))
+                                          sum(s.wall_s for s in target_runs), text_ppl(target_runs),
+                                          target_agreement(target_runs))
     if engine.router is not None:
         result.router = {"trained_on": engine.router.trained_on, "data": engine.router.data}
     if not real:
         return result
     draft_runs = run_policy(engine, items, GenerationConfig(policy="draft", max_tokens=max_tokens))
     result.baselines["draft"] = Baseline("draft", sum(s.n_tokens for s in draft_runs),
-                                         sum(s.wall_s for s in draft_runs), weighted_ppl(draft_runs),
-                                         _agreement(draft_runs))
+                                         sum(s.wall_s for s in draft_runs), text_ppl(draft_runs),
+                                         target_agreement(draft_runs))
     log(f"[draft alone] {result.baselines['draft'].tokens_per_s:.1f} tokens/s")
     target_speed = result.baselines["target"].tokens_per_s
     for name, c in curves.items():
@@ -239,7 +225,7 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
         i = c.thresholds.index(threshold) if threshold in c.thresholds else c.index_near(share)
         run = RealRun(rule=name, threshold=threshold, forced_share=c.shares[i], forced_agreement=c.agreements[i],
                       share=sum(s.n_target_tokens for s in summaries) / tokens if tokens else 0.0,
-                      agreement=_agreement(summaries) or 0.0, text_ppl_by_target=weighted_ppl(summaries),
+                      agreement=target_agreement(summaries) or 0.0, text_ppl_by_target=text_ppl(summaries),
                       tokens_per_s=tokens / wall if wall else 0.0,
                       routing_share=sum(s.routing_s for s in summaries) / wall if wall else 0.0,
                       summaries=[s.to_dict() for s in summaries])

@@ -9,6 +9,7 @@ own definitions, applied to the totals.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -79,6 +80,16 @@ class Row:
         return sum(speeds) / len(speeds) if speeds else None
 
     @property
+    def text_ppl_by_target(self) -> float | None:
+        """The target's perplexity of all this row's texts together (`text_ppl`)."""
+        return text_ppl(self.runs)
+
+    @property
+    def target_agreement(self) -> float | None:
+        """Share of all this row's tokens the target would have written itself after the same prefix."""
+        return target_agreement(self.runs)
+
+    @property
     def efficiency(self) -> float | None:
         """Measured speed over the bound speed: the bound's time over the time the runs took."""
         return self.bound_s / self.total.wall_s if self.bound_s is not None and self.total.wall_s else None
@@ -92,8 +103,26 @@ class Row:
                 "speedup": t.tokens_per_s / target_tps if target_tps else None, "target_share": t.target_share,
                 "acceptance": t.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
                 "overhead": t.overhead_s / t.wall_s if t.wall_s else 0.0, "rss_mb": self.rss_mb,
-                "decode_tok_s": self.writing_tokens_per_s, "bound_s": self.bound_s, "efficiency": self.efficiency,
+                "decode_tok_s": self.writing_tokens_per_s, "rule": self.config.rule,
+                "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement, "bound_s": self.bound_s, "efficiency": self.efficiency,
                 "modes": _modes(self.runs)}
+
+
+def text_ppl(summaries: Sequence[Summary]) -> float | None:
+    """The target's perplexity of several texts together: exp of the mean negative log-likelihood over
+    all their tokens (each Summary's `text_ppl_by_target` weighted by its tokens). None if none has one."""
+    scored = [(s.text_ppl_by_target, s.n_tokens) for s in summaries if s.text_ppl_by_target and s.n_tokens]
+    n = sum(k for _, k in scored)
+    if not n:
+        return None
+    return math.exp(sum(math.log(p) * k for p, k in scored) / n)
+
+
+def target_agreement(summaries: Sequence[Summary]) -> float | None:
+    """The tokens-weighted mean of the runs' `target_agreement`."""
+    scored = [(s.target_agreement, s.n_tokens) for s in summaries if s.target_agreement is not None]
+    n = sum(k for _, k in scored)
+    return sum(a * k for a, k in scored) / n if n else None
 
 
 def _modes(runs: Sequence[Summary]) -> dict[str, int]:
@@ -131,10 +160,16 @@ class BenchResult:
 
 
 def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 20),
-                  ks: Sequence[int] = (1, 2, 4, 8), seed_loop: bool = True) -> list[Case]:
+                  ks: Sequence[int] = (1, 2, 4, 8), seed_loop: bool = True,
+                  rules: Sequence[str] = ("entropy", "margin")) -> list[Case]:
+    """Every policy; cascade at several perplexity thresholds and with each of the other `rules` at its
+    default threshold."""
     base = GenerationConfig(max_tokens=max_tokens)
     cases = [Case("draft", base.replace(policy="draft"))]
     cases += [Case(f"cascade {t:g}", base.replace(policy="cascade", threshold=float(t))) for t in thresholds]
+    # threshold=None: the rule's own default (GenerationConfig fills it in)
+    cases += [Case(f"cascade · {rule} {GenerationConfig(rule=rule).threshold:g}",
+                   base.replace(policy="cascade", rule=rule, threshold=None)) for rule in rules]
     cases.append(Case("bild 5 / 20", base.replace(policy="bild", threshold=5.0, rollback_threshold=20.0)))
     cases += [Case(f"speculative k={k}", base.replace(policy="speculative", k=k, threshold=1e6)) for k in ks]
     cases.append(Case("lookup k=4", base.replace(policy="lookup", k=4)))
@@ -155,6 +190,10 @@ def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tupl
                 tokens.append(event.token_id)
         else:
             summary = event
+    if summary.text_ppl_by_target is None and summary.text:
+        # The seed's loop works on text, not our token ids: the target reads the text it wrote, re-tokenized.
+        ppl, agreement = engine.score_text(example.prompt, example.chat, summary.text)
+        summary = dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement)
     return summary, tokens
 
 
