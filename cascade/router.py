@@ -145,8 +145,12 @@ def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: 
         c: float = 1.0) -> Router:
     """A router fit on features `x` (rows in the order of FEATURES) and labels `y` (1: the target wrote
     another token), standardised first. Needs scikit-learn."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
+    try:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+    except ImportError:
+        raise ValueError("fitting a router needs scikit-learn (pip install scikit-learn, or the project's "
+                         "`train` extra); using one does not") from None
 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=int)
     if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
