@@ -15,7 +15,7 @@ from typing import Any, Literal, Union
 # text; the target checked it before it counted).
 Source = Literal["draft", "target", "lookup"]
 # accepted:    the token is in the output (its `text` is what it adds).
-# escalated:   the draft doubted its own token (perplexity over the threshold); the target wrote this
+# escalated:   the draft doubted its own token (its rule, perplexity by default, past the threshold); the target wrote this
 #              position instead.
 # rejected:    a proposed token (drafted or looked up) the target's check did not accept (speculative
 #              decoding, prompt lookup).

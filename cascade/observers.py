@@ -19,7 +19,7 @@ class Observer:
         logits of `n_rows` positions (a check needs one row per checked token)."""
 
     def proposed(self, doubtful: bool) -> None:
-        """The draft sampled a token; `doubtful`: its perplexity is over the threshold."""
+        """The draft sampled a token; `doubtful`: the rule sends it to the target at the threshold."""
 
     def looked_up(self, n_tokens: int) -> None:
         """Prompt lookup proposed `n_tokens` copied from earlier in the text (nothing was sampled)."""
