@@ -161,6 +161,7 @@ class Generation:
         self.pending: list[Proposal] = []
         self.history = History()  # the draft's readings at the output's positions, for the router
         self.routing_s = 0.0  # time spent reading the draft's rows and judging them
+        self.router_s = 0.0  # of which the router: its features and its score
         # The target's view of output positions it scored while writing: (log p of the token, its own argmax?)
         self.target_seen: dict[int, tuple[float, bool]] = {}
         self.text = TextAssembler(config.stop)
@@ -202,7 +203,7 @@ class Generation:
             for runner in (self.pair.draft, self.pair.target):
                 runner.trim_to(self.prompt + self.out)
         summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
-        summary = dataclasses.replace(summary, routing_s=self.routing_s,
+        summary = dataclasses.replace(summary, routing_s=self.routing_s, router_s=self.router_s,
                                       rule=self.config.rule if self.mode.policy.escalates else "")
         yield self.score_text(summary) if self.score else summary
 
@@ -239,9 +240,11 @@ class Generation:
         started = time.perf_counter()
         reading = read_row(row, token)
         if self.router is not None:
+            scoring = time.perf_counter()
             history = History(self.history.items + [_history_item(p.reading, p.draft_ppl) for p in self.pending])
             x = features(reading, history, self.pair.token_class(token), position)
             reading = dataclasses.replace(reading, draft_score=self.router.probability(x))
+            self.router_s += time.perf_counter() - scoring
         self.routing_s += time.perf_counter() - started
         return reading
 

@@ -108,6 +108,7 @@ class Summary:
     scoring_s: float = 0.0
     rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
     routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
+    router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
 
     @property
     def target_share(self) -> float:

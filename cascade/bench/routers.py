@@ -122,6 +122,7 @@ class RealRun:
     tokens_per_s: float = 0.0
     speedup: float = 0.0  # tokens/s against the target alone in the same run
     routing_share: float = 0.0  # of wall time: reading rows and applying the rule (router included)
+    router_share: float = 0.0  # of wall time: the router's features and score alone
     summaries: list[dict] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
@@ -228,6 +229,7 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
                       agreement=target_agreement(summaries) or 0.0, text_ppl_by_target=text_ppl(summaries),
                       tokens_per_s=tokens / wall if wall else 0.0,
                       routing_share=sum(s.routing_s for s in summaries) / wall if wall else 0.0,
+                      router_share=sum(s.router_s for s in summaries) / wall if wall else 0.0,
                       summaries=[s.to_dict() for s in summaries])
         run.speedup = run.tokens_per_s / target_speed if target_speed else 0.0
         result.real[name] = run

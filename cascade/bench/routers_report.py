@@ -32,13 +32,13 @@ def markdown(result: RoutersResult) -> str:
         lines += ["", "Real cascade runs at each rule's threshold nearest the asked share:", "",
                   "| rule | threshold | share (teacher-forced) | share (real) | agreement (teacher-forced) | "
                   "agreement (real) | gap, points | big model's ppl of the text | tokens/s | × target alone | "
-                  "rule's time |",
-                  "|" + "---|" * 11]
+                  "rule's time | router's time |",
+                  "|" + "---|" * 12]
         for name, r in result.real.items():
             lines.append(f"| {name} | {r.threshold:.4g} | {r.forced_share:.1%} | {r.share:.1%} | "
                          f"{r.forced_agreement:.1%} | {r.agreement:.1%} | {100 * (r.forced_agreement - r.agreement):+.1f} | "
                          f"{_num(r.text_ppl_by_target, '.3f')} | {r.tokens_per_s:.2f} | {r.speedup:.2f} | "
-                         f"{r.routing_share:.2%} |")
+                         f"{r.routing_share:.2%} | {r.router_share:.2%} |")
     if result.baselines:
         lines += ["", "| alone | tokens/s | big model's ppl of the text | agreement |", "|---|---|---|---|"]
         for b in result.baselines.values():
