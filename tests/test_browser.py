@@ -2,8 +2,10 @@
 
 It types a prompt, generates, and checks what a visitor sees: red tokens, a chart with one point per
 token and a threshold line, and a what-if re-colouring when the threshold moves; and that the controls
-under "More settings" start at the config's defaults and reach the request. It leaves screenshots in
-artifacts/ (page.png, page-whatif.png).
+under "More settings" start at the config's defaults and reach the request; that choosing a rule gives
+the slider that rule's units and re-colours a run; and that after Compare the accordion "Which rule
+decides best?" draws one curve per rule and the run. It leaves screenshots in artifacts/ (page.png,
+page-whatif.png, page-from-link.png, page-rules.png).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import GenerationConfig  # noqa: E402
 from cascade.config import limits  # noqa: E402
+
+from cascade.engine import Engine  # noqa: E402
+from cascade.router import FEATURES, Router  # noqa: E402
+from cascade.ui.layout import RULE_LABEL  # noqa: E402
 
 from .helpers import engine_for, serve  # noqa: E402
 
@@ -215,4 +221,102 @@ def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults(browser, pag
     assert shown["prompt"] == "Hello"
     assert float(shown["k"]) == limits(GenerationConfig, "k")["default"]
     assert float(shown["temperature"]) == limits(GenerationConfig, "temperature")["default"]
+    page.close()
+
+
+# ---- the rule, and which rule decides best -----------------------------------------------------------
+
+RULES_TRACES = """() => {
+  const plot = document.querySelector('.cascade-rules-chart .js-plotly-plot');
+  return plot && plot.data ? plot.data.map(t => ({name: t.name, meta: t.meta, x: Array.from(t.x), y: Array.from(t.y)}))
+                           : null;
+}"""
+SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "max_tokens": "16", "run": "1"}
+
+
+def finished(page, timeout=90_000):
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=timeout)
+
+
+def compare_and_read_the_rules(page) -> list[dict]:
+    page.get_by_role("button", name="Compare with the big model alone").click()
+    page.wait_for_function(f"() => (({RULES_TRACES})() || []).some(t => t.meta === 'curve')", timeout=90_000)
+    assert page.get_by_text("Which rule decides best?").first.is_visible()
+    return page.evaluate(RULES_TRACES)
+
+
+def rule_options(page, choose: str | None = None) -> list[str]:
+    """The rule dropdown's options; with `choose`, that option is then chosen (otherwise the list closes)."""
+    page.get_by_label(RULE_LABEL).click()
+    options = page.get_by_role("option").all_inner_texts()
+    if choose is None:
+        page.keyboard.press("Escape")
+    else:
+        page.get_by_role("option", name=choose).click()
+    return options
+
+
+def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(browser, page_url):
+    from urllib.parse import urlencode
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.goto(f"{page_url}?{urlencode(SHORT_RUN)}")
+    finished(page)
+    # This page has no router: no learned rule. Another rule: the slider takes its units and default, and
+    # the run is re-coloured by it.
+    assert len(rule_options(page, choose="margin between its top two tokens")) == 3
+    threshold = page.get_by_label("number input for Threshold (margin, top-1 minus top-2)")
+    threshold.wait_for(timeout=15_000)
+    assert float(threshold.input_value()) == 0.4
+    page.wait_for_selector('.cascade-output[data-view="whatif"][data-rule="margin"]', timeout=15_000)
+    assert "By the margin rule at threshold 0.4" in page.inner_text(".whatif-banner")
+    page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
+    title = page.evaluate("() => document.querySelector('.cascade-chart .js-plotly-plot').layout.yaxis.title.text")
+    assert "margin" in title and "below line" in title
+
+    traces = compare_and_read_the_rules(page)
+    assert [t["name"] for t in traces if t["meta"] == "curve"] == ["the seed's rule", "the entropy rule",
+                                                                    "the margin rule"]
+    (point,) = [t for t in traces if t["meta"] == "run"]
+    assert 0 <= point["x"][0] <= 100 and 0 <= point["y"][0] <= 100
+    assert "To match the big model on 95% of tokens" in page.inner_text(".cascade-rules-text")
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def routed_url(toy):
+    """A page whose engine has a toy router (P(the big model differs) = logistic(entropy - 1.5)) and has
+    measured its costs, as the page's engines do when they load."""
+    coef = [0.0] * len(FEATURES)
+    coef[FEATURES.index("entropy")] = 1.0
+    import numpy as np
+
+    router = Router(FEATURES, mean=np.zeros(len(FEATURES)), scale=np.ones(len(FEATURES)), coef=np.array(coef),
+                    intercept=-1.5, pair={"draft": "toy-small.gguf", "target": "toy-related.gguf"})
+    engine = Engine(engine_for(toy.small, toy.related).pair, router=router)
+    engine.calibrate()
+    demo, url = serve(lambda progress: engine, router=lambda: router)
+    yield url
+    demo.close()
+
+
+def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves(browser, routed_url):
+    from urllib.parse import urlencode
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.goto(f"{routed_url}?{urlencode({**SHORT_RUN, 'rule': 'learned', 'threshold': '0.9'})}")
+    finished(page)
+    assert "learned rule" not in page.inner_text(".cascade-summary")  # the link's rule was offered and used
+    assert float(page.get_by_label("number input for Threshold (learned, probability)").input_value()) == 0.9
+    assert "toy-small.gguf → toy-related.gguf" in page.inner_text("body")  # which pair the router learned on
+    assert len(rule_options(page)) == 4
+
+    traces = compare_and_read_the_rules(page)
+    assert [t["name"] for t in traces if t["meta"] == "curve"][-1] == "the learned router"
+    assert sum(t["meta"] == "curve" for t in traces) == 4 and sum(t["meta"] == "run" for t in traces) == 1
+    assert [t["name"] for t in traces if t["meta"] == "break_even"] == ["sharing pays left of here on this machine"]
+    assert "break-even for this machine" in page.inner_text(".cascade-summary")
+    page.locator(".cascade-rules").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "page-rules.png"), full_page=True)
     page.close()

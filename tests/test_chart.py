@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from cascade.analysis import Routing
+from cascade.events import TokenEvent
 from cascade.ui import chart
 from cascade.ui.style import RED
 
@@ -69,3 +70,99 @@ def test_the_page_gets_the_chart_as_a_plotly_figure():
     assert isinstance(figure, go.Figure)
     assert {t.name for t in figure.data} >= {"what-if: would go to the big model",
                                              "no what-if (not scored by the small model)"}
+
+
+# ---- by another rule --------------------------------------------------------------------------------
+
+def read(position, text, top1, top2, entropy, source="draft", status="accepted", score=None, draft_ppl=None):
+    """An event carrying the draft's whole reading (top-1/top-2 probabilities, entropy, router score)."""
+    return TokenEvent(position=position, token_id=position, text=text, source=source, status=status,
+                      draft_ppl=draft_ppl if draft_ppl is not None else 1 / top1, target_ppl=1.2,
+                      t=0.1 * (position + 1), draft_top1=top1, draft_top2=top2, draft_entropy=entropy,
+                      draft_score=score)
+
+
+# A cascade run by the margin rule at 0.4: position 2's margin (0.05) is below it, so the target wrote there.
+MARGIN_RUN = [
+    read(0, "The", 0.9, 0.05, 0.4),
+    read(1, " cat", 0.6, 0.3, 1.1),
+    read(2, " sat", 0.4, 0.35, 1.9, status="escalated"),
+    TokenEvent(position=2, token_id=9, text=" lay", source="target", status="accepted", draft_ppl=None,
+               target_ppl=1.5, t=0.35),
+    read(3, " on", 0.8, 0.1, 0.7),
+]
+
+
+@pytest.mark.parametrize("rule", ["entropy", "margin"])
+def test_the_points_are_the_chosen_rules_scores_on_a_linear_axis(rule):
+    routing = Routing(MARGIN_RUN)
+    spec = chart.figure_spec(routing, 0.4, run_rule=rule)
+    go.Figure(spec)
+    plotted = {x: y for t in token_traces(spec) for x, y in zip(t["x"], t["y"])}
+    assert plotted == {s.token.position: s.score(rule) for s in routing.slots}
+    assert plotted[2] == (pytest.approx(0.05) if rule == "margin" else 1.9)  # the proposal the target overruled
+    assert spec["layout"]["yaxis"]["type"] == "linear" and rule in spec["layout"]["yaxis"]["title"]["text"]
+    (line,) = threshold_traces(spec)
+    assert line["y"] == [0.4, 0.4]
+
+
+def test_margin_says_below_the_line_goes_to_the_big_model():
+    spec = chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")
+    (line,) = threshold_traces(spec)
+    assert "below it, the big model writes" in line["name"]
+    assert "below line" in spec["layout"]["yaxis"]["title"]["text"]
+    assert spec["layout"]["yaxis"]["range"] == [-0.03, 1.03]
+    hovers = html.unescape(" ".join(t for trace in token_traces(spec) for t in trace["text"]))
+    assert "the big model writes where this is below the threshold" in hovers
+    # A what-if by margin: below the new line goes red.
+    whatif = chart.figure_spec(Routing(MARGIN_RUN), 0.4, 0.32, run_rule="margin")
+    by_name = {t["name"]: t for t in token_traces(whatif)}
+    assert sorted(by_name["what-if: would go to the big model"]["x"]) == [1, 2]  # margins 0.3 and 0.05
+    assert sorted(t["y"][0] for t in threshold_traces(whatif)) == [0.32, 0.4]
+
+
+def test_perplexity_keeps_its_log_axis_and_its_chart_as_before():
+    routing = Routing(MARGIN_RUN)
+    assert chart.figure_spec(routing, 5.0, run_rule="perplexity") == chart.figure_spec(routing, 5.0)
+    assert chart.figure_spec(routing, 5.0)["layout"]["yaxis"]["type"] == "log"
+
+
+def test_a_what_if_by_another_rule_plots_that_rules_scores_and_only_its_threshold():
+    spec = chart.figure_spec(Routing(MARGIN_RUN), 5.0, 1.0, run_rule="perplexity", rule="entropy")
+    by_name = {t["name"]: t for t in token_traces(spec)}
+    assert sorted(by_name["what-if: would go to the big model"]["x"]) == [1, 2]  # entropies 1.1 and 1.9
+    assert dict(zip(by_name["what-if: would go to the big model"]["x"],
+                    by_name["what-if: would go to the big model"]["y"])) == {1: 1.1, 2: 1.9}
+    assert [t["y"][0] for t in threshold_traces(spec)] == [1.0]  # the run's perplexity line has no place here
+    assert "entropy" in spec["layout"]["title"]["text"] and spec["layout"]["yaxis"]["type"] == "linear"
+
+
+def test_positions_without_the_rules_number_lie_along_the_bottom():
+    # The learned rule, for a run without a router: no position has its number.
+    spec = chart.figure_spec(Routing(MARGIN_RUN), 0.5, run_rule="learned")
+    traces = token_traces(spec)
+    assert sum(len(t["x"]) for t in traces) == 4 and all(t.get("yaxis") == "y2" for t in traces)
+    assert spec["layout"]["yaxis2"]["visible"] is False
+    assert "no router scored this position" in html.unescape(traces[0]["text"][0])
+
+
+# ---- which rule decides best ------------------------------------------------------------------------
+
+def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
+    from cascade.teacher import Curve
+
+    curves = {"perplexity": Curve("perplexity", (0.0, 0.5, 1.0), (0.6, 0.9, 1.0), (5.0, 2.0, None)),
+              "margin": Curve("margin", (0.0, 0.25, 1.0), (0.6, 0.95, 1.0), (0.0, 0.3, None))}
+    spec = chart.rules_figure_spec(curves, run_point=(0.2, 0.8), break_even=0.06, run_name="this run (cascade)")
+    go.Figure(spec)
+    lines = [t for t in spec["data"] if t["meta"] == "curve"]
+    assert [t["name"] for t in lines] == ["the seed's rule", "the margin rule"]
+    assert lines[1]["x"] == [0, 25, 100] and lines[1]["y"] == [60, 95, 100]
+    assert "threshold 0.3" in lines[1]["text"][1]
+    (run,) = [t for t in spec["data"] if t["meta"] == "run"]
+    assert (run["x"], run["y"]) == ([20], [80])
+    (line,) = [t for t in spec["data"] if t["meta"] == "break_even"]
+    assert line["x"] == [6, 6] and line["name"] == "sharing pays left of here on this machine"
+    assert "%" in spec["layout"]["xaxis"]["ticksuffix"] and "big model" in spec["layout"]["xaxis"]["title"]["text"]
+    without = chart.rules_figure_spec(curves)
+    assert {t["meta"] for t in without["data"]} == {"curve"}  # no run point, no break-even measured: none drawn

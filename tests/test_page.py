@@ -27,8 +27,8 @@ from cascade.settings import model_config  # noqa: E402
 from cascade.analysis import Routing  # noqa: E402
 from cascade.engine import Engine  # noqa: E402
 from cascade.router import FEATURES, Router  # noqa: E402
-from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, make_generate, offer_download, request_config,  # noqa: E402
-                                  rule_changed, stop, whatif)
+from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, compare_updates, make_generate, offer_download,  # noqa: E402
+                                  request_config, rule_changed, stop, whatif)
 from cascade.ui.layout import RULE_LABEL, build_demo, make_apply_link  # noqa: E402
 from cascade.ui.link import read_link  # noqa: E402
 from cascade.ui.runfile import read_run  # noqa: E402
@@ -80,7 +80,7 @@ def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
 def test_compare_runs_the_big_model_alone_on_the_same_prompt(page, toy_engine):
     client = Client(page, verbose=False)  # one client is one session: compare reads this session's run
     client.predict(*page_inputs(), api_name="/generate")
-    html, numbers = client.predict(api_name="/compare")
+    html, numbers, *_ = client.predict(api_name="/compare")
     alone = engine_text(toy_engine, page_inputs(policy="target"))
     assert numbers["big_model_alone"]["text"] == alone and numbers["big_model_alone"]["policy"] == "target"
     assert numbers["this_run"]["policy"] == "cascade" and numbers["this_run"]["text"] == engine_text(toy_engine,
@@ -89,8 +89,46 @@ def test_compare_runs_the_big_model_alone_on_the_same_prompt(page, toy_engine):
     assert "identical" in html or 'class="diff-' in html
 
 
+def test_compare_draws_each_rules_curve_from_the_big_models_text(page, toy_engine):
+    client = Client(page, verbose=False)
+    client.predict(*page_inputs(), api_name="/generate")
+    html, numbers, rules_text, rules_chart, summary = client.predict(api_name="/compare")
+    assert set(numbers["rules"]) == {"perplexity", "entropy", "margin"}  # no router on this page: no learned curve
+    figure = json.loads(rules_chart["plot"])
+    curves = [t for t in figure["data"] if t["meta"] == "curve"]
+    assert [t["name"] for t in curves] == ["the seed's rule", "the entropy rule", "the margin rule"]
+    for trace in curves:
+        assert trace["x"][0] == 0 and trace["x"][-1] == 100 and trace["y"] == sorted(trace["y"])
+    (point,) = [t for t in figure["data"] if t["meta"] == "run"]
+    this_run = numbers["this_run"]
+    assert point["x"] == [pytest.approx(100 * this_run["target_share"], abs=1e-3)]
+    assert point["y"] == [pytest.approx(100 * this_run["target_agreement"], abs=1e-3)]
+    assert "To match the big model on 95% of tokens, the seed's rule" in rules_text
+    assert "the entropy rule" in rules_text and "the margin rule" in rules_text
+    assert summary.startswith(f"**{this_run['n_target_tokens']} of {this_run['n_tokens']} tokens")
+
+
+def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
+    # An engine of its own over the same models: a toy router, and auto's costs measured as at loading.
+    engine = Engine(toy_engine.pair, router=toy_router())
+    engine.calibrate()
+    break_even = engine.break_even_share(32)
+    assert break_even is not None
+    *_, (_, _, summary, _, run, _) = make_generate(lambda progress: engine)(*page_inputs())
+    *_, last = compare_updates(lambda progress: engine, run, progress=lambda *a, **k: None)
+    assert set(last.numbers["rules"]) == set(RULE_TABLE) and last.numbers["break_even_share"] == break_even
+    assert last.run.comparison_tokens and last.run.break_even == break_even
+    assert len(last.run.comparison_tokens) == last.run.comparison.n_tokens
+    traces = last.rules_chart.data
+    assert [t.meta for t in traces].count("curve") == 4 and "the learned router" in {t.name for t in traces}
+    (line,) = [t for t in traces if t.meta == "break_even"]
+    assert line.name == "sharing pays left of here on this machine" and line.x[0] == pytest.approx(100 * break_even, abs=1e-3)
+    assert "sharing pays" in last.rules_text and "the learned router" in last.rules_text
+    assert "break-even for this machine" in last.summary and last.summary.startswith(summary)
+
+
 def test_compare_before_any_run_says_what_to_do(page):
-    html, numbers = Client(page, verbose=False).predict(api_name="/compare")
+    html, numbers, *_ = Client(page, verbose=False).predict(api_name="/compare")
     assert "Generate a text first" in html and numbers is None
 
 
@@ -216,11 +254,11 @@ def test_the_generate_endpoint_takes_the_rule_and_judges_the_threshold_in_its_un
 
 def test_the_learned_rule_needs_a_router_and_runs_with_one(toy_engine):
     generate = make_generate(lambda progress: toy_engine)  # the toy engine has no router
-    *_, (html, _, summary, text, run) = generate(*page_inputs(rule="learned", threshold=0.5))
+    *_, (html, _, summary, text, run, _) = generate(*page_inputs(rule="learned", threshold=0.5))
     assert "the learned rule needs a router, and none is loaded on this page" in summary and run is None
 
     routed = Engine(toy_engine.pair, router=toy_router())
-    *_, (html, _, summary, text, run) = make_generate(lambda progress: routed)(*page_inputs(rule="learned",
+    *_, (html, _, summary, text, run, _) = make_generate(lambda progress: routed)(*page_inputs(rule="learned",
                                                                                           threshold=0.5))
     assert run.summary.rule == "learned" and "judged by the learned router" in summary
     scores = [s.score("learned") for s in Routing(run.events).slots]

@@ -17,6 +17,7 @@ import pytest
 
 from cascade import GenerationConfig
 from cascade.policies import POLICY_TABLE
+from cascade.rules import RULE_TABLE
 from cascade.ui import sentences
 from cascade.ui.runfile import DATA_ID, read_run, run_html
 
@@ -131,6 +132,22 @@ def test_with_a_comparison_the_file_shows_it(toy_run):
     assert "Compared with the big model alone" in doc
     assert sentences.compare_html(summary, alone) in doc
     assert read_run(doc)["comparison"] == alone.to_dict()
+
+
+def test_the_file_shows_the_runs_rule_and_charts_its_numbers(toy):
+    engine = engine_for(toy.small, toy.related)
+    config = GenerationConfig(policy="cascade", rule="margin", threshold=0.3, max_tokens=12, chat=False)
+    events, summary = run(engine, PROMPT, **dataclasses.asdict(config))
+    doc = save(config, events, summary)
+    assert html.escape(RULE_TABLE["margin"].label) in doc
+    assert "0.3: the big model writes a token when the small model&#x27;s margin of it is below this" in doc
+    figure = chart_figure(doc)
+    assert figure["layout"]["yaxis"]["type"] == "linear" and "margin" in figure["layout"]["yaxis"]["title"]["text"]
+    assert [t["y"] for t in figure["data"] if t.get("meta") == "threshold"] == [[0.3, 0.3]]
+    assert "below the threshold line the big model takes over" in doc
+    assert read_run(doc)["settings"]["rule"] == "margin"
+    if summary.target_agreement is not None:
+        assert "Tokens the big model would have written itself" in doc
 
 
 def test_a_stopped_run_is_kept_too():

@@ -63,3 +63,46 @@ def test_the_comparison_shows_the_writing_speeds_and_warns_when_lengths_differ()
     assert "writing speeds compare more fairly" in out
     unknown = sentences.compare_html(summary(), summary(policy="target", by_target=80))
     assert "differ in length" not in unknown and "–" in unknown  # no first-token time, no writing speed shown
+
+
+# ---- the rule, the big model's view of the text, which rule decides best ------------------------------
+
+def test_the_summary_names_a_rule_other_than_the_seeds_and_how_the_big_model_reads_the_text():
+    plain = sentences.summary_sentence(summary(rule="perplexity", text_ppl_by_target=3.14, target_agreement=0.9))
+    assert plain == ("12 of 80 tokens (15%) needed the big model · 18.3 tokens/s · the big model would have "
+                     "written 90% of these tokens itself · the big model's perplexity of this text: 3.1")
+    assert "judged by the entropy rule" in sentences.summary_sentence(summary(rule="entropy"))
+    assert "judged by the learned router" in sentences.summary_sentence(summary(rule="learned"))
+    # Absent or cancelled: nothing said.
+    assert sentences.summary_sentence(summary()) == "12 of 80 tokens (15%) needed the big model · 18.3 tokens/s"
+    cancelled = summary(stop_reason="cancelled", text_ppl_by_target=3.1, target_agreement=0.9)
+    assert "perplexity of this text" not in sentences.summary_sentence(cancelled)
+    assert "would have written" not in sentences.summary_sentence(cancelled)
+
+
+def curve(rule, shares, agreements):
+    from cascade.teacher import Curve
+
+    return Curve(rule, tuple(shares), tuple(agreements), (None,) * len(shares))
+
+
+def test_the_rules_sentence_says_what_each_rule_needs_to_match_the_big_model():
+    curves = {"perplexity": curve("perplexity", (0, 0.31, 1), (0.5, 0.95, 1)),
+              "entropy": curve("entropy", (0, 0.2, 1), (0.5, 0.9, 0.94)),
+              "learned": curve("learned", (0, 0.18, 1), (0.5, 0.96, 1))}
+    assert sentences.rules_sentence(curves, 0.06) == (
+        "To match the big model on 95% of tokens, the seed's rule needs it for 31% of them, the entropy rule "
+        "never reaches 95% here, the learned router for 18%; on this machine sharing pays only below 6%.")
+    assert sentences.rules_sentence(curves, None).endswith("the learned router for 18%.")
+    assert "sharing pays at any share" in sentences.rules_sentence(curves, 1.0)
+    assert "sharing never pays" in sentences.rules_sentence(curves, 0.0)
+    assert "no curve" in sentences.rules_sentence({}, 0.1)
+
+
+def test_after_a_comparison_the_summary_says_whether_the_share_was_under_the_break_even():
+    under = sentences.break_even_sentence(summary(), 0.25)  # 12 of 80 by the big model: 15%
+    assert "15% of the tokens, under the break-even for this machine (25%)" in under
+    over = sentences.break_even_sentence(summary(), 0.06)
+    assert "not under the break-even for this machine (6%)" in over and "as fast or faster" in over
+    assert sentences.break_even_sentence(summary(), None) is None
+    assert sentences.break_even_sentence(summary(policy="speculative"), 0.25) is None  # another kind of share

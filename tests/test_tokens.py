@@ -6,6 +6,7 @@ import html
 import re
 
 from cascade.analysis import Routing
+from cascade.events import TokenEvent
 from cascade.ui import tokens
 from cascade.ui.style import RED
 
@@ -90,3 +91,45 @@ def test_a_message_is_escaped_and_an_error_is_marked_as_one():
     error = tokens.message_panel("the prompt <b>is</b> empty", "error")
     assert "&lt;b&gt;" in error and "<b>" not in error and 'data-kind="error"' in error and RED in error
     assert 'data-kind="info"' in tokens.message_panel("Press Generate")
+
+
+# ---- by another rule --------------------------------------------------------------------------------
+
+def read(position, text, top1, top2, entropy, source="draft", status="accepted"):
+    return TokenEvent(position=position, token_id=position, text=text, source=source, status=status,
+                      draft_ppl=1 / top1, target_ppl=1.2, t=0.1 * (position + 1), draft_top1=top1, draft_top2=top2,
+                      draft_entropy=entropy)
+
+
+# By the seed's rule at 5 the draft kept everything; its margins were 0.85, 0.3, 0.05, 0.7.
+READ = [read(0, "The", 0.9, 0.05, 0.4), read(1, " cat", 0.6, 0.3, 1.1), read(2, " sat", 0.4, 0.35, 1.9),
+        read(3, " on", 0.8, 0.1, 0.7)]
+
+
+def test_a_what_if_by_another_rule_recolours_by_its_numbers_and_says_which():
+    routing = Routing(READ)
+    panel = tokens.text_panel(routing, run_threshold=5.0, run_rule="perplexity", rule="margin", threshold=0.4)
+    assert 'data-view="whatif"' in panel and 'data-rule="margin"' in panel
+    assert spans(panel, "whatif-target") == [" cat", " sat"]  # margins below 0.4
+    would, scored, total = routing.whatif_counts(0.4, "margin")
+    text = html.unescape(panel)
+    assert "By the margin rule at threshold 0.4" in text and "the small model's margin is below the threshold" in text
+    assert f"{would} of {scored} tokens would have gone to the big model, against 0 of {total}" in text
+    assert "what-if by the margin rule at threshold 0.4: the small model's margin 0.050 is below it" in text
+    # The run's own rule and threshold: the run as it was.
+    assert 'data-view="run"' in tokens.text_panel(routing, run_threshold=5.0, rule="perplexity", threshold=5.0)
+
+
+def test_a_rule_whose_numbers_the_run_lacks_shows_the_run_and_says_so():
+    panel = tokens.text_panel(Routing(READ), run_threshold=5.0, rule="learned", threshold=0.5)
+    assert 'data-view="run"' in panel and "No what-if by the learned router" in html.unescape(panel)
+    assert "no router scored its tokens" in html.unescape(panel)
+
+
+def test_a_run_judged_by_another_rule_tells_its_number_in_the_hover():
+    escalated = [read(0, " sat", 0.4, 0.35, 1.9, status="escalated"),
+                 TokenEvent(position=0, token_id=7, text=" lay", source="target", status="accepted", draft_ppl=None,
+                            target_ppl=1.5, t=0.2)]
+    markup = html.unescape(tokens.tokens_html(Routing(escalated), run_rule="margin"))
+    assert "was unsure of it (the small model's margin was below the threshold)" in markup
+    assert "the small model's margin for its proposal (margin rule): 0.050" in markup

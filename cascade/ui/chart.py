@@ -201,3 +201,76 @@ def perplexity_figure(routing: Routing, run_threshold: float, threshold: float |
     import plotly.graph_objects as go
 
     return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule))
+
+
+# ---- which rule decides best: the rules' curves after a comparison -----------------------------------
+
+RULE_COLOURS = {"perplexity": THRESHOLD_COLOUR, "entropy": BLUE, "margin": PURPLE, "learned": "#1b7a34"}
+BREAK_EVEN_NAME = "sharing pays left of here on this machine"
+
+
+def _pct(x: float) -> float:
+    return round(100 * x, 3)
+
+
+def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | None = None,
+                      break_even: float | None = None, run_name: str = "this run") -> dict[str, Any]:
+    """The rules' teacher-forced curves (`teacher.Curve`) as a Plotly figure dict: one line per rule, x
+    the share of tokens the big model writes, y the share of tokens equal to the big model's own, both
+    in %; this run as a point (`run_point`: its big-model share and its agreement); the machine's
+    break-even share as a vertical dashed line (left of it, sharing the work pays). Curve traces' `meta`
+    is "curve", the run's "run", the line's "break_even"."""
+    traces = []
+    for name, curve in curves.items():
+        rule_name = rulewords.plain_name(name, short=True)
+        text = []
+        for share, agreed, threshold in zip(curve.shares, curve.agreements, curve.thresholds):
+            at = "" if threshold is None else f" at threshold {fmt_threshold(round(threshold, 4))}"
+            text.append(html.escape(f"{rule_name}{at}: the big model writes {100 * share:.0f}% of the tokens; "
+                                    f"{100 * agreed:.0f}% are the big model's own"))
+        traces.append({"type": "scatter", "mode": "lines", "name": rule_name, "meta": "curve",
+                       "x": [_pct(s) for s in curve.shares], "y": [_pct(a) for a in curve.agreements],
+                       "text": text, "hovertemplate": "%{text}<extra></extra>", "line": {
+                           "color": RULE_COLOURS.get(name, GREY), "width": 2.5}})
+    lows = [a for c in curves.values() for a in c.agreements]
+    if run_point is not None:
+        lows.append(run_point[1])
+        traces.append({"type": "scatter", "mode": "markers", "name": run_name, "meta": "run",
+                       "x": [_pct(run_point[0])], "y": [_pct(run_point[1])],
+                       "text": [html.escape(f"{run_name}: the big model wrote {100 * run_point[0]:.0f}% of the tokens; "
+                                            f"it would have written {100 * run_point[1]:.0f}% of them itself")],
+                       "hovertemplate": "%{text}<extra></extra>",
+                       "marker": {"color": RED, "size": 13, "symbol": "star", "line": {"width": 1, "color": "#222"}}})
+    bottom = max(0.0, 100 * min(lows, default=0.0) - 3)
+    annotations = []
+    if break_even is not None:
+        x = _pct(min(max(break_even, 0.0), 1.0))
+        traces.append({"type": "scatter", "mode": "lines", "name": BREAK_EVEN_NAME, "meta": "break_even",
+                       "x": [x, x], "y": [bottom, 101], "hovertemplate": html.escape(
+                           f"{BREAK_EVEN_NAME}: {100 * break_even:.0f}% by the big model") + "<extra></extra>",
+                       "line": {"color": GREY, "dash": "dash", "width": 2}})
+        annotations.append({"x": x, "y": 101, "xref": "x", "yref": "y", "text": BREAK_EVEN_NAME,
+                            "showarrow": False, "xanchor": "left", "yanchor": "bottom", "font": {"size": 11}})
+    return {
+        "data": traces,
+        "layout": {
+            "title": {"text": "Which rule decides best? (up and to the left is better)", "font": {"size": 15},
+                      "x": 0.5, "xanchor": "center"},
+            "height": 400,
+            "margin": {"l": 60, "r": 10, "t": 50, "b": 45},
+            "xaxis": {"title": {"text": "tokens written by the big model (%)"}, "range": [0, 100], "ticksuffix": "%"},
+            "yaxis": {"title": {"text": "agreement with the big model's text (%)"}, "range": [bottom, 103],
+                      "ticksuffix": "%"},
+            "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
+            "hovermode": "closest",
+            "annotations": annotations,
+        },
+    }
+
+
+def rules_figure(curves: dict[str, Any], run_point: tuple[float, float] | None = None,
+                 break_even: float | None = None, run_name: str = "this run"):
+    """The rules' curves as a `plotly.graph_objects.Figure`."""
+    import plotly.graph_objects as go
+
+    return go.Figure(rules_figure_spec(curves, run_point, break_even, run_name))

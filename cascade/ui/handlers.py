@@ -15,7 +15,7 @@ import logging
 import tempfile
 import time
 import uuid
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -30,6 +30,7 @@ from ..models import ModelError
 from ..policies import POLICY_TABLE
 from ..prompt import PromptError
 from ..rules import RULE_TABLE
+from ..teacher import rule_curves
 from . import chart, rulewords, runfile, sentences, tokens
 from .service import SERVER_TROUBLE, public_message
 
@@ -72,6 +73,9 @@ class Run:
     models: ModelConfig | None = None  # the models that wrote it (named in a saved run)
     comparison: Summary | None = None  # the big model alone on the same request, once compared
     comparison_tokens: tuple[int, ...] = ()  # the big model alone's token ids, for teacher forcing
+    # The largest big-model share at which cascade beats the big model alone on this machine (from the
+    # engine's measured costs), read after a comparison; None before one, or before any cost was measured.
+    break_even: float | None = None
 
     @property
     def text(self) -> str:
@@ -89,14 +93,19 @@ class Update:
     run: Any = KEEP
     compare_html: Any = KEEP
     numbers: Any = KEEP
+    rules_box: Any = KEEP  # the accordion "Which rule decides best?"
+    rules_text: Any = KEEP
+    rules_chart: Any = KEEP
 
     def values(self, names: Sequence[str]) -> tuple:
         """The named outputs in order: what a Gradio handler returns for `outputs=[...]` in that order."""
         return tuple(gr.skip() if getattr(self, name) is KEEP else getattr(self, name) for name in names)
 
 
-GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run")
-COMPARE_OUTPUTS = ("compare_html", "numbers", "run")
+GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run", "rules_box")
+# (rules_box: a new run hides the previous comparison's curves, which belong to the run compared)
+# (compare_html and numbers first: what the /compare endpoint has always answered first)
+COMPARE_OUTPUTS = ("compare_html", "numbers", "rules_text", "rules_chart", "summary", "rules_box", "run")
 WHATIF_OUTPUTS = ("text_html", "chart")
 STOP_OUTPUTS = ("run", "summary")
 # After a generation, a comparison or a Stop, the file that keeps the run is written in a step of its
@@ -140,7 +149,7 @@ def run_update(run: Run) -> Update:
     routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
     return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule),
                   chart=chart.perplexity_figure(routing, threshold, run_rule=rule), summary=summary_markdown(run),
-                  plain_text=run.text, run=run)
+                  plain_text=run.text, run=run, rules_box=gr.update(visible=False))
 
 
 def offer_download(run: Run | None) -> Any:
@@ -171,7 +180,9 @@ def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
 
 def summary_markdown(run: Run) -> str:
     if run.summary is not None:
-        return f"**{sentences.summary_sentence(run.summary)}**  \n{sentences.summary_details(run.summary)}"
+        after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
+        return (f"**{sentences.summary_sentence(run.summary)}**  \n{sentences.summary_details(run.summary)}"
+                + (f"  \n{after}" if after else ""))
     if not run.running:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
@@ -184,7 +195,7 @@ def summary_markdown(run: Run) -> str:
 def message_update(message: str) -> Update:
     """An error in the text's place; the chart, the plain text and the remembered run are cleared."""
     return Update(text_html=tokens.message_panel(message, "error"), chart=None, summary=f"**{message}**",
-                  plain_text="", run=None)
+                  plain_text="", run=None, rules_box=gr.update(visible=False))
 
 
 class EngineUnavailable(Exception):
@@ -266,30 +277,76 @@ def make_compare(engine_provider: EngineProvider):
 
 
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
+    """The big model alone on the run's request, then, with the same engine, each rule's curve drawn from
+    the big model's text (`rules_update`)."""
     if run is None or run.running or run.summary is None:
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
-    events, due = [], Throttle()
+    events, due, alone = [], Throttle(), None
     try:
         with lent_engine(engine_provider, progress) as engine:
-            for event in engine.generate(run.prompt, run.config.replace(policy="target")):
-                if isinstance(event, Summary):
-                    numbers = {"this_run": run.summary.to_dict(), "big_model_alone": event.to_dict()}
-                    compared = replace(run, comparison=event)
-                    yield Update(compare_html=sentences.compare_html(run.summary, event), numbers=numbers,
-                                 run=compared)
-                    return
-                events.append(event)
-                if due():
-                    n = sum(e.accepted for e in events)
-                    yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} tokens "
-                                                                   f"so far.", "info"))
+            # To its end: the stream lets go of the models after its Summary, before the rules read them.
+            with closing(engine.generate(run.prompt, run.config.replace(policy="target"))) as stream:
+                for event in stream:
+                    if isinstance(event, Summary):
+                        alone = event
+                        continue
+                    events.append(event)
+                    if due():
+                        n = sum(e.accepted for e in events)
+                        yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} "
+                                                                       f"tokens so far.", "info"))
+            if alone is None:
+                raise RuntimeError("the big model's run ended without a summary")
+            numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
+            compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
+            html = sentences.compare_html(run.summary, alone)
+            yield Update(compare_html=html, numbers=numbers, run=compared,
+                         rules_box=gr.update(visible=True, open=True), rules_chart=None,
+                         rules_text="*Reading the big model's text with the small model, to draw each rule's curve…*")
+            rules = rules_update(engine, compared)
+            # The last update carries everything again: an API client reads only the last one.
+            extra = {} if rules.numbers is KEEP else rules.numbers
+            yield replace(rules, compare_html=html, numbers={**numbers, **extra})
     except EngineUnavailable as e:
         yield Update(compare_html=tokens.message_panel(str(e), "error"), numbers=None)
     except Exception:
         log.exception("comparison failed")
         yield Update(compare_html=tokens.message_panel(SERVER_TROUBLE, "error"), numbers=None)
+
+
+RULES_AGREEMENT = 0.95  # the agreement the sentence under the rules' curves asks each rule for
+
+
+def rules_update(engine: Engine, run: Run) -> Update:
+    """Which rule decides best, for a compared run: the small model reads the big model's text once
+    (`Engine.teacher_force`), each rule's curve is swept from those readings (`teacher.rule_curves`), and
+    the engine's measured costs give the machine's break-even share. The caller holds the engine."""
+    try:
+        positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens)
+        curves = rule_curves(positions)
+        break_even = engine.break_even_share(max(1, run.summary.n_tokens))
+    except Exception:
+        log.exception("the rules' curves failed")
+        return Update(rules_text=f"The rules' curves could not be drawn. {SERVER_TROUBLE}", rules_chart=None,
+                      summary=summary_markdown(run), run=run)
+    run = replace(run, break_even=break_even)
+    summary = run.summary
+    point = ((summary.target_share, summary.target_agreement)
+             if summary.target_agreement is not None and summary.n_tokens else None)
+    text = f"**{sentences.rules_sentence(curves, break_even, RULES_AGREEMENT)}**  \n{sentences.RULES_HOW}"
+    return Update(rules_text=text, rules_chart=chart.rules_figure(curves, point, break_even, run_name(run.config)),
+                  summary=summary_markdown(run), run=run,
+                  numbers={"rules": {name: c.to_dict() for name, c in curves.items()}, "break_even_share": break_even})
+
+
+def run_name(config: GenerationConfig) -> str:
+    """This run in a legend: "this run (cascade, entropy 1.5)"."""
+    policy = POLICY_TABLE.get(config.policy)
+    if policy is not None and "threshold" in policy.settings:
+        return f"this run ({config.policy}, {config.rule} {config.threshold:g})"
+    return f"this run ({config.policy})"
 
 
 def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:

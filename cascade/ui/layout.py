@@ -192,6 +192,11 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                            min_width=320)
                 compare_btn = gr.Button("Compare with the big model alone", variant="secondary")
                 out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
+                with gr.Accordion("Which rule decides best?", open=True, visible=False,
+                                  elem_classes="cascade-rules") as out["rules_box"]:
+                    out["rules_text"] = gr.Markdown("", elem_classes="cascade-rules-text")
+                    out["rules_chart"] = gr.Plot(label="Which rule decides best?", show_label=False,
+                                                 elem_classes="cascade-rules-chart")
                 with gr.Accordion("Plain text", open=False):
                     out["plain_text"] = gr.Textbox(label="Plain text", lines=6, buttons=["copy"])
                 with gr.Accordion("Measured numbers (comparison)", open=False):

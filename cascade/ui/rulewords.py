@@ -38,21 +38,19 @@ WORDS: dict[str, Words] = {
         "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "entropy": Words(
-        "entropy, nats", "the small model's entropy", "small model's entropy, nats (0 = certain)",
+        "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
         "How spread its whole distribution over all tokens is (entropy in nats, 0 = certain): above the "
         "threshold the big model writes.",
         "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "margin": Words(
-        "margin, top-1 minus top-2", "the small model's margin", "small model's margin: top-1 minus top-2 "
-        "probability (1 = certain; below the line, the big model writes)",
+        "margin, top-1 minus top-2", "the small model's margin", "small model's margin (below line → big model)",
         "The gap between its two likeliest tokens (top-1 minus top-2 probability, 1 = certain): BELOW the "
         "threshold the big model writes.",
         "Below this margin the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "learned": Words(
-        "learned, probability", "the router's probability", "router's probability that the big model "
-        "would write another token",
+        "learned, probability", "the router's probability", "router's probability the big model differs",
         "A router trained on measured runs reads the small model's probabilities, its recent tokens and the "
         "position, and predicts that the big model would write another token: above the threshold it does.",
         "Above this predicted probability the small model hands a token to the big model. Move it after a "
@@ -60,10 +58,12 @@ WORDS: dict[str, Words] = {
 }
 
 
-def plain_name(rule: Rule | str) -> str:
-    """The rule in a sentence: "the seed's rule", "the entropy rule", "the learned router"."""
+def plain_name(rule: Rule | str, short: bool = False) -> str:
+    """The rule in a sentence: "the seed's rule (perplexity)" ("the seed's rule", `short`), "the entropy
+    rule", "the learned router"."""
     name = as_rule(rule).name
-    return {"perplexity": "the seed's rule (perplexity)", "learned": "the learned router"}.get(name, f"the {name} rule")
+    seed = "the seed's rule" if short else "the seed's rule (perplexity)"
+    return {"perplexity": seed, "learned": "the learned router"}.get(name, f"the {name} rule")
 
 
 def choices(has_router: bool) -> list[tuple[str, str]]:

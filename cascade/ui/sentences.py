@@ -168,3 +168,62 @@ def compare_html(run: Summary, alone: Summary) -> str:
     return (f'<div class="cascade-compare">{table}'
             f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
             f"work on it shifts both numbers.</p>{diff}</div>")
+
+
+# ---- which rule decides best ---------------------------------------------------------------------
+
+def _share(x: float) -> str:
+    """A share as a person reads it: 31%, under 1%, 0%."""
+    return "under 1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
+
+
+def _pays(break_even: float) -> str:
+    if break_even >= 1:
+        return "on this machine sharing pays at any share"
+    if break_even <= 0:
+        return "on this machine sharing never pays: the big model alone is faster"
+    return f"on this machine sharing pays only below {_share(break_even)}"
+
+
+def rules_sentence(curves: dict, break_even: float | None, agreement: float = 0.95) -> str:
+    """One sentence over the rules' curves (`teacher.Curve`): the share of tokens each rule gives the big
+    model to agree with it on `agreement` of them, and below which share sharing pays on this machine."""
+    goal = _share(agreement)
+    if not curves:
+        return "There is no curve to draw: the big model wrote no token for this request."
+    clauses, said = [], False
+    for name, curve in curves.items():
+        who = rulewords.plain_name(name, short=True)
+        share = curve.share_at(agreement)
+        if share is None:
+            clauses.append(f"{who} never reaches {goal} here")
+        elif not said:
+            clauses.append(f"{who} needs it for {_share(share)} of them")
+            said = True
+        else:
+            clauses.append(f"{who} for {_share(share)}")
+    listed = ", ".join(clauses)
+    tail = "" if break_even is None else f"; {_pays(break_even)}"
+    return f"To match the big model on {goal} of tokens, {listed}{tail}."
+
+
+RULES_HOW = ("Each curve comes from the big model's own text for this prompt (the one just compared), read "
+             "once by the small model: at every token, would the rule have handed it to the big model, and "
+             "would the small model have written the big model's token anyway? Sweeping a rule's threshold "
+             "trades the share of tokens the big model writes (across) against the share of the text that "
+             "is the big model's own (up). The star is this run, as it really went.")
+
+
+def break_even_sentence(summary: Summary, break_even: float | None) -> str | None:
+    """Whether this run's big-model share was under the break-even for this machine (the largest share
+    at which cascade beats the big model alone, from measured costs); None when there is nothing to say
+    (no break-even measured, or a run whose big-model share means something else than cascade's)."""
+    if break_even is None or summary.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
+        return None
+    share = summary.target_share
+    limit = _share(min(max(break_even, 0.0), 1.0))
+    if share < break_even:
+        return (f"This run gave the big model {_share(share)} of the tokens, under the break-even for this machine "
+                f"({limit}): by the costs measured here, sharing the work pays at this share.")
+    return (f"This run gave the big model {_share(share)} of the tokens, not under the break-even for this machine "
+            f"({limit}): by the costs measured here, the big model alone would be as fast or faster.")
