@@ -5,7 +5,7 @@ token and a threshold line, and a what-if re-colouring when the threshold moves;
 under "More settings" start at the config's defaults and reach the request; that choosing a rule gives
 the slider that rule's units and re-colours a run; and that after Compare the accordion "Which rule
 decides best?" draws one curve per rule and the run. It leaves screenshots in artifacts/ (page.png,
-page-whatif.png, page-from-link.png, page-rules.png).
+page-whatif.png, page-from-link.png, page-rule-whatif.png, page-rules.png).
 """
 
 from __future__ import annotations
@@ -273,7 +273,18 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     assert "By the margin rule at threshold 0.4" in page.inner_text(".whatif-banner")
     page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
     title = page.evaluate("() => document.querySelector('.cascade-chart .js-plotly-plot').layout.yaxis.title.text")
-    assert "margin" in title and "below line" in title
+    assert "margin" in title and "below the line" in title
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-rule-whatif.png"), full_page=True)
+
+    # Copy link carries the rule with its threshold (in the rule's units, so always with it).
+    from urllib.parse import parse_qs, urlsplit
+
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => { const e = document.querySelector('.cascade-link textarea, .cascade-link input');"
+                           " return e && /rule=/.test(e.value); }", timeout=15_000)
+    query = parse_qs(urlsplit(page.locator(".cascade-link textarea, .cascade-link input").input_value()).query)
+    assert query["rule"] == ["margin"] and float(query["threshold"][0]) == 0.4
 
     traces = compare_and_read_the_rules(page)
     assert [t["name"] for t in traces if t["meta"] == "curve"] == ["the seed's rule", "the entropy rule",

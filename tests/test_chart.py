@@ -110,7 +110,7 @@ def test_margin_says_below_the_line_goes_to_the_big_model():
     spec = chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")
     (line,) = threshold_traces(spec)
     assert "below it, the big model writes" in line["name"]
-    assert "below line" in spec["layout"]["yaxis"]["title"]["text"]
+    assert "below the line" in spec["layout"]["yaxis"]["title"]["text"]
     assert spec["layout"]["yaxis"]["range"] == [-0.03, 1.03]
     hovers = html.unescape(" ".join(t for trace in token_traces(spec) for t in trace["text"]))
     assert "the big model writes where this is below the threshold" in hovers

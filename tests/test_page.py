@@ -273,7 +273,7 @@ def test_changing_the_rule_gives_the_slider_that_rules_range_label_and_default(t
         assert slider["step"] == RULE_TABLE[name].step and name in slider["label"].lower()
         assert info["info"] and (html, chart) == (gr.skip(), gr.skip())  # no run: nothing to re-colour
     assert rule_changed("entropy", None)[1]["label"] == "Threshold (entropy, nats)"
-    assert "trained on a.gguf → b.gguf" in rule_changed("learned", None, "a.gguf → b.gguf")[0]["info"]
+    assert "Trained on a.gguf → b.gguf" in rule_changed("learned", None, "a.gguf → b.gguf")[0]["info"]
     assert "BELOW" in rule_changed("margin", None)[0]["info"]
     # Back to the run's own rule, the slider returns to the run's threshold: the page shows the run again.
     run = finished_run(toy_engine, threshold=3.0)
@@ -325,6 +325,12 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     refused = make_apply_link(lambda: None)(Request(rule="learned"))
     assert "value" not in refused[rule_index] and "learned rule is not offered" in refused[-2]
     assert [v for _, v in refused[rule_index]["choices"]] == ["perplexity", "entropy", "margin"]
+
+
+def test_a_null_threshold_is_the_rules_own_default():
+    settings = dict(zip(GENERATE_INPUTS[2:], page_inputs(threshold=None)[2:]))
+    assert request_config("raw", settings).threshold == 5.0
+    assert request_config("raw", {**settings, "rule": "margin"}).threshold == 0.4
 
 
 def test_a_link_names_the_rule_and_a_threshold_in_its_units():

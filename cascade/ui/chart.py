@@ -174,7 +174,7 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
     if whatif is None:
         title = "How unsure was the small model, token by token"
     elif other:
-        title = f"What-if by {rulewords.plain_name(shown)}: who would have written each token"
+        title = f"What-if by {rulewords.plain_name(shown, short=True)}"
     else:
         title = "What-if: who would have written each token"
     layout = {
@@ -191,6 +191,7 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
         layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
     if shown.name != "perplexity":
         layout["uirevision"] = f"keep-{shown.name}"  # a new axis: not the old rule's zoom
+        layout["margin"] = {**layout["margin"], "l": 75}  # room for a two-line axis title
     return {"data": traces, "layout": layout}
 
 

@@ -61,6 +61,11 @@ HOW_TO_READ = """\
 - **Speed** is measured on the machine running this page, for this run; nothing here promises one.
   "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
   shows both measured speeds and where the two texts differ.
+- **Which rule decides best?** After a comparison, the small model reads the big model's own text once,
+  and for every rule the page sweeps its threshold: how many tokens the big model would have to write
+  (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star
+  is your run; the dashed line is this machine's break-even: left of it, sharing the work is faster than
+  the big model alone, by the costs measured here.
 - **Share:** "Copy link" gives an address that opens this page with the same settings (greedy or seeded
   runs then write the same text). "Download this run" keeps the run in one file that opens in any
   browser, without this page.

@@ -33,26 +33,26 @@ class Words:
 WORDS: dict[str, Words] = {
     "perplexity": Words(
         "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
-        "Its probability of its own token, as perplexity (1 = certain; 5 = as unsure as among five words): "
-        "above the threshold the big model writes.",
+        "Reads its probability of its own token, as perplexity (1 = certain); above the threshold the big model "
+        "writes.",
         "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "entropy": Words(
         "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
-        "How spread its whole distribution over all tokens is (entropy in nats, 0 = certain): above the "
-        "threshold the big model writes.",
+        "Reads how spread its whole distribution is (entropy in nats, 0 = certain); above the threshold the big "
+        "model writes.",
         "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "margin": Words(
-        "margin, top-1 minus top-2", "the small model's margin", "small model's margin (below line → big model)",
-        "The gap between its two likeliest tokens (top-1 minus top-2 probability, 1 = certain): BELOW the "
+        "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
+        "Reads the gap between its two likeliest tokens (top-1 minus top-2 probability, 1 = certain); BELOW the "
         "threshold the big model writes.",
         "Below this margin the small model hands a token to the big model. Move it after a run to see a "
         "what-if."),
     "learned": Words(
-        "learned, probability", "the router's probability", "router's probability the big model differs",
-        "A router trained on measured runs reads the small model's probabilities, its recent tokens and the "
-        "position, and predicts that the big model would write another token: above the threshold it does.",
+        "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
+        "A router reads its probabilities, recent tokens and position and predicts that the big model would "
+        "write another token; above the threshold the big model writes.",
         "Above this predicted probability the small model hands a token to the big model. Move it after a "
         "run to see a what-if."),
 }
@@ -80,8 +80,7 @@ def rule_info(rule: Rule | str, trained_on: str | None = None) -> str:
     rule = as_rule(rule)
     info = WORDS[rule.name].reads
     if rule.name == "learned":
-        info += (f" This router was trained on {trained_on}." if trained_on
-                 else " No router is loaded on this page.")
+        info += f" Trained on {trained_on}." if trained_on else " No router is loaded on this page."
     return info
 
 

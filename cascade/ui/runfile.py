@@ -1,8 +1,8 @@
 """A run kept in one HTML file: it opens from disk in any browser, with no server and no network.
 
 `run_html` draws a finished (or stopped) run with the page's own pure render functions (`tokens`,
-`chart`, `sentences`): the coloured text with its hover details and legend, the perplexity chart
-(Plotly's JavaScript inlined, so the chart stays interactive offline), the summary and the measured
+`chart`, `sentences`): the coloured text with its hover details and legend, the chart of the run's
+rule (Plotly's JavaScript inlined, so the chart stays interactive offline), the summary and the measured
 numbers, the settings in words, and the comparison with the big model alone when there is one. The
 run itself (prompt, settings, events, summary) is embedded as JSON in a `<script type="application/json">`
 element, and `read_run` reads it back.
