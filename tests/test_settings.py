@@ -30,7 +30,7 @@ def test_the_launchers_flags_are_every_model_setting():
     add_model_flags(parser, page=True)
     args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--workers", "2"])
     assert model_flags(args) == {"draft": None, "target": None, "n_threads": 2, "n_ctx": 256, "n_batch": None,
-                                 "n_gpu_layers": -1, "workers": 2}
+                                 "n_gpu_layers": -1, "router": None, "workers": 2}
     assert model_config(model_flags(args), env={}).device == "GPU (all layers offloaded), CPU, 2 threads"
 
 
