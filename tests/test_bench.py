@@ -9,8 +9,12 @@ import pytest
 from cascade.bench.costs import Costs, bounds
 from cascade.bench.run import Case, with_draft_variants
 from cascade.config import GenerationConfig
+from cascade.rules import RULE_TABLE
 
 from .helpers import cascade
+
+
+ENTROPY, MARGIN = RULE_TABLE["entropy"].default, RULE_TABLE["margin"].default
 
 
 def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
@@ -24,7 +28,7 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     labels = [row["label"] for row in result["rows"]]
-    assert labels == ["target", "draft", "cascade 3", "cascade 10", "cascade · entropy 1.5", "cascade · margin 0.4",
+    assert labels == ["target", "draft", "cascade 3", "cascade 10", f"cascade · entropy {ENTROPY:g}", f"cascade · margin {MARGIN:g}",
                       "bild 5 / 20", "speculative k=2", "lookup k=4",
                       "lookup+draft k=4", "auto", "seed (threshold 5)"]
     rows = {row["label"]: row for row in result["rows"]}
@@ -39,7 +43,7 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
         # Quality in every row: the target's perplexity of the texts (the seed's included, re-tokenized).
         assert row["text_ppl_by_target"] >= 1.0 and 0 <= row["target_agreement"] <= 1, row["label"]
     assert rows["target"]["target_agreement"] == 1.0
-    assert rows["cascade · margin 0.4"]["rule"] == "margin"
+    assert rows[f"cascade · margin {MARGIN:g}"]["rule"] == "margin"
     assert set(result["costs"]["target_batch_s"]) == {"1", "2", "4", "8", "16", "32", "64"}
     for row in result["rows"]:  # every row but the seed's loop is set against the bound of its own calls
         if row["policy"] != "seed":

@@ -23,6 +23,8 @@ from cascade.config import limits  # noqa: E402
 
 from cascade.engine import Engine  # noqa: E402
 from cascade.router import FEATURES, Router  # noqa: E402
+from cascade.rules import RULE_TABLE  # noqa: E402
+from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.layout import RULE_LABEL  # noqa: E402
 
 from .helpers import engine_for, serve  # noqa: E402
@@ -268,9 +270,10 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     assert len(rule_options(page, choose="margin between its top two tokens")) == 3
     threshold = page.get_by_label("number input for Threshold (margin, top-1 minus top-2)")
     threshold.wait_for(timeout=15_000)
-    assert float(threshold.input_value()) == 0.4
+    margin = RULE_TABLE["margin"].default
+    assert float(threshold.input_value()) == margin
     page.wait_for_selector('.cascade-output[data-view="whatif"][data-rule="margin"]', timeout=15_000)
-    assert "By the margin rule at threshold 0.4" in page.inner_text(".whatif-banner")
+    assert f"By the margin rule at threshold {fmt_threshold(margin)}" in page.inner_text(".whatif-banner")
     page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
     title = page.evaluate("() => document.querySelector('.cascade-chart .js-plotly-plot').layout.yaxis.title.text")
     assert "margin" in title and "below the line" in title
@@ -284,7 +287,7 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     page.wait_for_function("() => { const e = document.querySelector('.cascade-link textarea, .cascade-link input');"
                            " return e && /rule=/.test(e.value); }", timeout=15_000)
     query = parse_qs(urlsplit(page.locator(".cascade-link textarea, .cascade-link input").input_value()).query)
-    assert query["rule"] == ["margin"] and float(query["threshold"][0]) == 0.4
+    assert query["rule"] == ["margin"] and float(query["threshold"][0]) == margin
 
     traces = compare_and_read_the_rules(page)
     assert [t["name"] for t in traces if t["meta"] == "curve"] == ["the seed's rule", "the entropy rule",

@@ -266,7 +266,8 @@ def test_the_learned_rule_needs_a_router_and_runs_with_one(toy_engine):
 
 
 def test_changing_the_rule_gives_the_slider_that_rules_range_label_and_default(toy_engine):
-    for name, (lo, hi, value) in {"entropy": (0, 12, 1.5), "margin": (0, 1, 0.4), "learned": (0, 1, 0.5),
+    for name, (lo, hi, value) in {"entropy": (0, 12, RULE_TABLE["entropy"].default), "margin": (0, 1, RULE_TABLE["margin"].default),
+                                  "learned": (0, 1, RULE_TABLE["learned"].default),
                                   "perplexity": (1, 100, 5.0)}.items():
         info, slider, html, chart = rule_changed(name, None)
         assert (slider["minimum"], slider["maximum"], slider["value"]) == (lo, hi, value), name
@@ -330,15 +331,15 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
 def test_a_null_threshold_is_the_rules_own_default():
     settings = dict(zip(GENERATE_INPUTS[2:], page_inputs(threshold=None)[2:]))
     assert request_config("raw", settings).threshold == 5.0
-    assert request_config("raw", {**settings, "rule": "margin"}).threshold == 0.4
+    assert request_config("raw", {**settings, "rule": "margin"}).threshold == RULE_TABLE["margin"].default
 
 
 def test_a_link_names_the_rule_and_a_threshold_in_its_units():
-    assert read_link({"rule": "margin"}).values == {"rule": "margin", "threshold": 0.4}
+    assert read_link({"rule": "margin"}).values == {"rule": "margin", "threshold": RULE_TABLE["margin"].default}
     assert read_link({"threshold": "0.2", "rule": "margin", "k": "2"}).values == {"rule": "margin", "threshold": 0.2,
                                                                                   "k": 2}
     wrong = read_link({"rule": "entropy", "threshold": "50"})
-    assert wrong.values == {"rule": "entropy", "threshold": 1.5}
+    assert wrong.values == {"rule": "entropy", "threshold": RULE_TABLE["entropy"].default}
     assert "threshold must be between 0 and 12 for the entropy rule" in wrong.message()
 
 
