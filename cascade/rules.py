@@ -54,7 +54,9 @@ def read_row(row: np.ndarray, token: int) -> DraftReading:
     e = np.exp(shifted)
     z = float(e.sum(dtype=np.float64))
     log_z = math.log(z)
-    entropy = max(0.0, log_z - float(np.dot(e.astype(np.float64), shifted)) / z)
+    # An elementwise product and a sum, not np.dot: a BLAS call leaves OpenBLAS's threads spinning, and
+    # on a small CPU they then slow llama.cpp's next decode threefold (measured: 45 → 138 ms a draft token).
+    entropy = max(0.0, log_z - float((e * shifted).sum(dtype=np.float64)) / z)
     saved = row[top]
     row[top] = -np.inf  # the second largest, without sorting 152k scores
     second = float(np.max(row))
