@@ -16,11 +16,28 @@ def test_generate_json_contract(toy, policy):
     events, summary = json_lines(r.stdout)
     for key in ("text", "n_tokens", "n_target_tokens", "tokens_per_s", "wall_s"):
         assert key in summary
+    # Quality in every summary: the target's perplexity of the text, and its same-prefix agreement.
+    assert summary["text_ppl_by_target"] >= 1 and 0 <= summary["target_agreement"] <= 1
     accepted = [e for e in events if e["status"] == "accepted"]
     assert summary["n_tokens"] == len(accepted) <= 12
     assert summary["text"] == "".join(e["text"] for e in accepted)
     assert summary["n_target_tokens"] == sum(e["source"] == "target" for e in accepted)
     assert summary["policy"] == policy and summary["wall_s"] > 0
+
+
+def test_generate_takes_a_rule_and_records_the_drafts_reading(toy):
+    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--rule", "margin",
+                "--threshold", "0.5", "--max-tokens", "12", "--router", "none", "--json", "My name is A")
+    assert r.returncode == 0, r.stderr
+    events, summary = json_lines(r.stdout)
+    assert summary["rule"] == "margin"
+    drafted = [e for e in events if e["source"] == "draft"]
+    assert drafted and all(e["draft_top1"] >= e["draft_top2"] and e["draft_entropy"] >= 0 for e in drafted)
+    for e in (e for e in events if e["status"] == "escalated"):
+        assert e["draft_top1"] - e["draft_top2"] < 0.5
+    bad = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--rule", "margin",
+                  "--threshold", "5", "My name is A")
+    assert bad.returncode == 2 and "threshold must be between 0 and 1 for the margin rule" in bad.stderr
 
 
 def test_terminal_output_paints_the_targets_tokens_red(toy):
