@@ -257,3 +257,13 @@ def test_break_even_is_where_cascade_stops_beating_the_target():
     assert 0 < e < 1
     assert cascade_cost(d, t1, b, e * 0.99, 64) < t1 < cascade_cost(d, t1, b, min(e * 1.01, 1), 64)
     assert break_even_share(0.08, t1, b, 64) == 0.0  # a draft dearer than the target never pays
+
+
+def test_the_readmes_list_of_rules_is_the_registrys():
+    from pathlib import Path
+
+    from cascade.rules import rule_list_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = readme.split("<!-- rules: generated from cascade/rules.py; tests/test_rules.py checks it -->\n")[1]
+    assert listed.split("\n<!-- /rules -->")[0] == rule_list_markdown()
