@@ -178,10 +178,6 @@ def run_generate(args: argparse.Namespace) -> int:
         if isinstance(event, TokenEvent):
             events.append(event)
         else:
-            if event.text_ppl_by_target is None and event.text:
-                # The seed's loop works on text, not token ids: the target reads its text re-tokenized.
-                ppl, agreement = engine.score_text(args.prompt, config.chat, event.text)
-                event = dataclasses.replace(event, text_ppl_by_target=ppl, target_agreement=agreement)
             summary = event
         if args.json:
             record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}

@@ -84,7 +84,10 @@ class Engine:
                              "`python -m cascade router train` and name it with --router or CASCADE_ROUTER")
         with self.pair.lock:
             if policy.loop is not None:
-                yield from policy.own_loop()(self.pair, prompt, config)
+                for event in policy.own_loop()(self.pair, prompt, config):
+                    if isinstance(event, Summary) and event.text_ppl_by_target is None and event.text:
+                        event = self._scored(prompt, config.chat, event)
+                    yield event
                 return
             prompt_tokens = self.encode(prompt, config.chat)
             # Every request reads its prompt afresh. Reusing the previous request's cache would save
@@ -104,18 +107,19 @@ class Engine:
             prompt_tokens = self.encode(prompt, chat)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router)
 
-    def score_text(self, prompt: str, chat: bool, text: str) -> tuple[float | None, float | None]:
-        """The target's perplexity of a text written after the prompt, and the share of its tokens the
-        target would have chosen itself: for a text that came without token ids (the seed's loop)."""
-        with self.pair.lock:
-            prompt_tokens = self.encode(prompt, chat)
-            tokens = self.pair.target.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
-            if not tokens:
-                return None, None
-            self.pair.target.clear()
-            view = target_view(self.pair.target, prompt_tokens, tokens)
+    def _scored(self, prompt: str, chat: bool, summary: Summary) -> Summary:
+        """A Summary of a loop that reports text, not token ids (the seed's), with the target's view of that
+        text re-tokenized: its perplexity of it and its agreement. The caller holds the pair's lock."""
+        started = time.perf_counter()
+        tokens = self.pair.target.llm.tokenize(summary.text.encode("utf-8"), add_bos=False, special=False)
+        if not tokens:
+            return summary
+        self.pair.target.clear()
+        view = target_view(self.pair.target, self.encode(prompt, chat), tokens)
         nll = -sum(v[0] for v in view.values()) / len(view)
-        return (math.exp(nll) if nll < 700 else math.inf), sum(v[1] for v in view.values()) / len(view)
+        return dataclasses.replace(summary, text_ppl_by_target=math.exp(nll) if nll < 700 else math.inf,
+                                   target_agreement=sum(v[1] for v in view.values()) / len(view),
+                                   scoring_s=time.perf_counter() - started)
 
     def break_even_share(self, horizon: int = 128) -> float | None:
         """The largest big-model share at which cascade beats the target alone on this machine, from the

@@ -14,13 +14,14 @@ cost a run per point. `python -m cascade routers` measures both and reports how 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from .router import History, Router, features
 from .rules import RULE_TABLE, DraftReading, Rule, read_row
+from .sampling import token_logprob
 
 if TYPE_CHECKING:
     from .models import ModelPair
@@ -67,22 +68,10 @@ def forced_positions(pair: "ModelPair", prompt: Sequence[int], text: Sequence[in
             reading = read_row(row, int(np.argmax(row)))
             x = features(reading, history, pair.token_class(reading.top_token), position)
             if router is not None:
-                reading = _with_score(reading, router.probability(x))
+                reading = replace(reading, draft_score=router.probability(x))
             out.append(Position(reading, target_token, x))
-            written = float(row[target_token]) - _logsumexp(row)
-            history.add(reading.draft_entropy, max(written, -700.0))
+            history.add(reading.draft_entropy, max(token_logprob(row, target_token), -700.0))
     return out
-
-
-def _with_score(reading: DraftReading, score: float) -> DraftReading:
-    from dataclasses import replace
-
-    return replace(reading, draft_score=score)
-
-
-def _logsumexp(row: np.ndarray) -> float:
-    m = float(np.max(row))
-    return m + math.log(float(np.exp(row - m).sum(dtype=np.float64)))
 
 
 @dataclass(frozen=True)
@@ -102,11 +91,6 @@ class Curve:
                 return share
         return None
 
-    def agreement_at_share(self, share: float) -> float:
-        """The agreement at the point whose share is closest to `share`."""
-        i = self.index_near(share)
-        return self.agreements[i]
-
     def index_near(self, share: float) -> int:
         return min(range(len(self.shares)), key=lambda i: (abs(self.shares[i] - share), i))
 
@@ -117,14 +101,6 @@ class Curve:
             rule = RULE_TABLE[self.rule]
             return rule.high if rule.below else rule.low
         return self.thresholds[i]
-
-    def share_at_threshold(self, threshold: float) -> float:
-        """Teacher-forced share of positions the rule escalates at `threshold` (a point's own threshold
-        gives that point's share)."""
-        for share, t in zip(self.shares, self.thresholds):
-            if t == threshold:
-                return share
-        raise ValueError(f"{threshold} is not one of the curve's thresholds")
 
     @property
     def auc(self) -> float:

@@ -190,10 +190,6 @@ def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tupl
                 tokens.append(event.token_id)
         else:
             summary = event
-    if summary.text_ppl_by_target is None and summary.text:
-        # The seed's loop works on text, not our token ids: the target reads the text it wrote, re-tokenized.
-        ppl, agreement = engine.score_text(example.prompt, example.chat, summary.text)
-        summary = dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement)
     return summary, tokens
 
 
