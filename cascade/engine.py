@@ -12,7 +12,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from .observers import Observer
 from .policies import POLICY_TABLE, Mode
 from .prompt import PromptError, encode_prompt
 from .recorder import Recorder
-from .router import History, Router, features
+from .router import HISTORY, History, Router, features
 from .rules import DraftReading, read_row
 from .text import TextAssembler
 
@@ -115,10 +115,8 @@ class Engine:
         if not tokens:
             return summary
         self.pair.target.clear()
-        view = target_view(self.pair.target, self.encode(prompt, chat), tokens)
-        nll = -sum(v[0] for v in view.values()) / len(view)
-        return dataclasses.replace(summary, text_ppl_by_target=math.exp(nll) if nll < 700 else math.inf,
-                                   target_agreement=sum(v[1] for v in view.values()) / len(view),
+        ppl, agreement = quality(target_view(self.pair.target, self.encode(prompt, chat), tokens).values())
+        return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
                                    scoring_s=time.perf_counter() - started)
 
     def break_even_share(self, horizon: int = 128) -> float | None:
@@ -245,7 +243,9 @@ class Generation:
         reading = read_row(row, token)
         if self.router is not None:
             scoring = time.perf_counter()
-            history = History(self.history.items + [_history_item(p.reading, p.draft_ppl) for p in self.pending])
+            # The last positions before this one: the output's, then the pending proposals'.
+            history = History(self.history.items[-HISTORY:] + [_history_item(p.reading, p.draft_ppl)
+                                                                for p in self.pending])
             x = features(reading, history, self.pair.token_class(token), position)
             reading = dataclasses.replace(reading, draft_score=self.router.probability(x))
             self.router_s += time.perf_counter() - scoring
@@ -383,10 +383,8 @@ class Generation:
         missing = [i for i in range(len(self.out)) if i not in seen]
         if missing:
             seen.update(target_view(self.pair.target, self.prompt, self.out, missing[0]))
-        logps = [seen[i][0] for i in range(len(self.out))]
-        nll = -sum(logps) / len(logps)
-        return dataclasses.replace(summary, text_ppl_by_target=math.exp(nll) if nll < 700 else math.inf,
-                                   target_agreement=sum(seen[i][1] for i in range(len(self.out))) / len(self.out),
+        ppl, agreement = quality(seen[i] for i in range(len(self.out)))
+        return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
                                    scoring_s=time.perf_counter() - started)
 
 
@@ -406,6 +404,14 @@ def target_view(target, prompt: Sequence[int], out: Sequence[int], first: int = 
             token = out[start + j]
             out_view[start + j] = (S.token_logprob(row, token), int(np.argmax(row)) == token)
     return out_view
+
+
+def quality(view: Iterable[tuple[float, bool]]) -> tuple[float, float]:
+    """(the target's perplexity of a text, the share of its tokens that are the target's own choice), from
+    the target's (log-probability, own choice?) at each of the text's positions."""
+    view = list(view)
+    nll = -sum(logp for logp, _ in view) / len(view)
+    return (math.exp(nll) if nll < 700 else math.inf), sum(own for _, own in view) / len(view)
 
 
 def _history_item(reading: DraftReading | None, draft_ppl: float | None) -> tuple[float, float] | None:
