@@ -12,9 +12,8 @@ from cascade.analysis import Routing
 from cascade.costmodel import break_even_share, cascade_cost
 from cascade.router import FEATURES, Router, fit, load_router
 from cascade.rules import RULE_TABLE, read_row
-from cascade.runner import ModelRunner
 from cascade.sampling import log_softmax
-from cascade.teacher import curve, forced_positions, roc_auc, rule_curves
+from cascade.teacher import curve, roc_auc, rule_curves
 
 from .helpers import accepted_ids, engine_for, run
 

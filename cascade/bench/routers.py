@@ -24,7 +24,7 @@ from ..examples import PromptItem
 from ..router import Router, fit
 from ..rules import RULE_TABLE
 from .run import target_agreement, text_ppl
-from ..teacher import Curve, Position, forced_positions, roc_auc, rule_curves
+from ..teacher import Curve, Position, roc_auc, rule_curves
 
 Log = Callable[[str], None]
 AGREEMENTS = (0.9, 0.95, 0.99)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from ..rules import RULE_TABLE
 from .routers import AGREEMENTS, RoutersResult
 
 COLOURS = {"perplexity": "#d62728", "entropy": "#1f77b4", "margin": "#2ca02c", "learned": "#9467bd"}
@@ -72,7 +71,3 @@ def figure(result: RoutersResult) -> go.Figure:
 def chart_html(result: RoutersResult, path: Path) -> None:
     figure(result).write_html(path, include_plotlyjs=True, full_html=True)
 
-
-RULE_NAMES = {"perplexity": "the seed's rule", "entropy": "the entropy rule", "margin": "the margin rule",
-              "learned": "the learned router"}
-assert set(RULE_NAMES) == set(RULE_TABLE)
