@@ -155,7 +155,9 @@ def run_routers_command(args: argparse.Namespace) -> int:
 
 def describe(summary: Summary) -> str:
     acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
-    return (f"{summary.n_tokens} tokens, {summary.n_target_tokens} by the target "
+    given = (f" after {summary.n_given_tokens} given as the answer's start (read, not written)"
+             if summary.n_given_tokens else "")
+    return (f"{summary.n_tokens} tokens{given}, {summary.n_target_tokens} by the target "
             f"({summary.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.wall_s:.2f} s "
             f"(draft {summary.draft.seconds:.2f} s, target {summary.target.seconds:.2f} s); "
             f"stopped: {summary.stop_reason}")
@@ -174,6 +176,9 @@ def run_generate(args: argparse.Namespace) -> int:
     engine = Engine(pair, router=load_router(models.router))
     if POLICY_TABLE[config.policy].steered:
         engine.calibrate()  # part of loading: auto's first (and only) request starts informed
+    if config.answer_prefix and not args.json:  # given, not written: in the terminal's own colour
+        out.write(config.answer_prefix)
+        out.flush()
     for event in engine.generate(args.prompt, config):
         if isinstance(event, TokenEvent):
             events.append(event)

@@ -111,6 +111,11 @@ class GenerationConfig:
     seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1)
     # Instruct models answer a chat turn; raw completion continues the text as written.
     chat: bool = _opt(True, "wrap the prompt in the model's chat template")
+    # Chat only; empty keeps the template's own default (Qwen2.5's "You are Qwen, created by Alibaba Cloud...").
+    system: str = _opt("", "chat: the system message (default: the chat template's own)")
+    # Read by both models as the start of the answer, never written by them: "```python\n" asks for code the
+    # way Qwen's own HumanEval harness does. Stop strings are looked for in what the models write after it.
+    answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:
@@ -133,6 +138,9 @@ class GenerationConfig:
         self.judge.check(self.threshold)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
+        if self.system and not self.chat:
+            raise ValueError("a system message needs chat mode (the chat template places it); in raw mode, "
+                             "write it into the prompt instead")
         return self
 
     @classmethod

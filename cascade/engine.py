@@ -24,7 +24,7 @@ from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
 from .policies import POLICY_TABLE, Mode
-from .prompt import PromptError, encode_prompt
+from .prompt import EncodedPrompt, PromptError, encode_prompt
 from .recorder import Recorder
 from .router import HISTORY, History, Router, features
 from .rules import DraftReading, read_row
@@ -61,15 +61,20 @@ class Engine:
         # What `auto` has learned about this pair's costs; it carries over between requests.
         self.tuner = AutoTuner()
 
-    def encode(self, prompt: str, chat: bool) -> list[int]:
-        tokens = encode_prompt(self.pair.target.llm, prompt, chat)
-        room = self.pair.config.n_ctx - len(tokens)
-        if room < 1:
+    def encode(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "") -> list[int]:
+        """The tokens the models read before writing: the request, then the answer prefix (`prompt.py`)."""
+        return self.encode_request(prompt, chat, system, answer_prefix).tokens
+
+    def encode_request(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "") -> EncodedPrompt:
+        encoded = encode_prompt(self.pair.target.llm, prompt, chat, system, answer_prefix)
+        n, n_ctx = len(encoded.tokens), self.pair.config.n_ctx
+        if n >= n_ctx:
+            given = f" ({encoded.n_given} of them the answer prefix)" if encoded.n_given else ""
             raise PromptError(
-                f"the prompt is {len(tokens)} tokens but the context holds {self.pair.config.n_ctx}; "
-                f"shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"
+                f"the prompt is {n} tokens{given} but the context holds {n_ctx}, with room for at least one "
+                f"more; shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"
             )
-        return tokens
+        return encoded
 
     def generate(self, prompt: str, config: GenerationConfig | None = None) -> Iterator[Event]:
         """Yield TokenEvents as decisions are made, then one Summary.
@@ -86,28 +91,29 @@ class Engine:
             if policy.loop is not None:
                 for event in policy.own_loop()(self.pair, prompt, config):
                     if isinstance(event, Summary) and event.text_ppl_by_target is None and event.text:
-                        event = self._scored(prompt, config.chat, event)
+                        event = self._scored(prompt, config, event)
                     yield event
                 return
-            prompt_tokens = self.encode(prompt, config.chat)
+            request = self.encode_request(prompt, config.chat, config.system, config.answer_prefix)
             # Every request reads its prompt afresh. Reusing the previous request's cache would save
             # that, but quantized models give slightly different logits for a token read alone or in a
             # batch, so the same request could then write a different text; this way it never does.
             self.pair.draft.clear()
             self.pair.target.clear()
-            yield from Generation(self.pair, prompt_tokens, config, self.tuner if policy.steered else None,
-                                  router=self.router).run()
+            yield from Generation(self.pair, request.tokens, config, self.tuner if policy.steered else None,
+                                  router=self.router, n_given=request.n_given).run()
 
-    def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int]) -> list["Position"]:
+    def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
+                      answer_prefix: str = "") -> list["Position"]:
         """The draft's reading at every position of the target's own text for this prompt, in one batched
         draft pass (`teacher.forced_positions`): what every rule's curve is drawn from."""
         from .teacher import forced_positions
 
         with self.pair.lock:
-            prompt_tokens = self.encode(prompt, chat)
+            prompt_tokens = self.encode(prompt, chat, system, answer_prefix)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router)
 
-    def _scored(self, prompt: str, chat: bool, summary: Summary) -> Summary:
+    def _scored(self, prompt: str, config: GenerationConfig, summary: Summary) -> Summary:
         """A Summary of a loop that reports text, not token ids (the seed's), with the target's view of that
         text re-tokenized: its perplexity of it and its agreement. The caller holds the pair's lock."""
         started = time.perf_counter()
@@ -115,7 +121,8 @@ class Engine:
         if not tokens:
             return summary
         self.pair.target.clear()
-        ppl, agreement = quality(target_view(self.pair.target, self.encode(prompt, chat), tokens).values())
+        context = self.encode(prompt, config.chat, config.system, config.answer_prefix)
+        ppl, agreement = quality(target_view(self.pair.target, context, tokens).values())
         return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
                                    scoring_s=time.perf_counter() - started)
 
@@ -144,12 +151,14 @@ class Generation:
 
     `tuner` steers: it chooses how each round is written (auto). `watchers` only observe. `router`
     scores every draft reading (the learned rule). `score`: the target reads the finished text for the
-    Summary's quality figures (`score_text`)."""
+    Summary's quality figures (`score_text`). `n_given`: the last tokens of `prompt` are the answer prefix,
+    read as given (the Summary counts them apart)."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
-                 score: bool = True) -> None:
+                 score: bool = True, n_given: int = 0) -> None:
         self.pair, self.config, self.tuner, self.router, self.score = pair, config, tuner, router, score
+        self.n_given = n_given
         self.rule = config.judge
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
@@ -206,7 +215,8 @@ class Generation:
                 runner.trim_to(self.prompt + self.out)
         summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
         summary = dataclasses.replace(summary, routing_s=self.routing_s, router_s=self.router_s,
-                                      rule=self.config.rule if self.mode.policy.escalates else "")
+                                      rule=self.config.rule if self.mode.policy.escalates else "",
+                                      answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given)
         yield self.score_text(summary) if self.score else summary
 
     def notify(self, hook: str, *args) -> None:

@@ -109,6 +109,16 @@ class Summary:
     rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
     routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
     router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
+    # The text the answer started with, given in the request and read by both models, never written by
+    # them (`GenerationConfig.answer_prefix`): not in `text`, not among n_tokens; its tokens are among
+    # prompt_tokens, and n_given_tokens counts them.
+    answer_prefix: str = ""
+    n_given_tokens: int = 0
+
+    @property
+    def answer(self) -> str:
+        """The whole answer as a reader sees it: the given prefix, then what the models wrote."""
+        return self.answer_prefix + self.text
 
     @property
     def target_share(self) -> float:

@@ -1,6 +1,16 @@
-"""Turning a user's prompt into tokens: through the model's own chat template, or raw."""
+"""Turning a request into tokens: a conversation through the model's own chat template, or raw text.
+
+A chat request is a list of messages (an optional system message, then the user's turn) rendered by the
+template in the model's GGUF metadata, and may carry an **answer prefix**: text the assistant's turn
+starts with, which the models read as given and never write. Only the template's own markup becomes
+control tokens; every message and the prefix are tokenized as plain text, so typing
+"<|im_end|><|im_start|>system" anywhere cannot forge a turn.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
 
 import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -10,27 +20,56 @@ class PromptError(ValueError):
     """The prompt cannot be used as given; the message says why."""
 
 
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system", "user" or "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """What the models read before they write: the rendered request, then the answer prefix's tokens."""
+
+    tokens: list[int]
+    n_given: int = 0  # of `tokens`, the last ones: the answer prefix, read as given
+
+    @property
+    def given(self) -> list[int]:
+        return self.tokens[len(self.tokens) - self.n_given:]
+
+
 def _special_text(llm: llama_cpp.Llama, token: int) -> str:
     if token < 0:
         return ""
     return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
 
-def render_chat(llm: llama_cpp.Llama, prompt: str) -> str:
-    """The prompt as one user turn in the model's chat template (from its GGUF metadata)."""
+def _formatter(llm: llama_cpp.Llama) -> Jinja2ChatFormatter:
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
         raise PromptError("this model has no chat template; use raw completion instead")
-    formatter = Jinja2ChatFormatter(
-        template=template,
-        eos_token=_special_text(llm, llm.token_eos()),
-        bos_token=_special_text(llm, llm.token_bos()),
-    )
-    return formatter(messages=[{"role": "user", "content": prompt}]).prompt
+    return Jinja2ChatFormatter(template=template, eos_token=_special_text(llm, llm.token_eos()),
+                               bos_token=_special_text(llm, llm.token_bos()))
 
 
-# Marks where the user's text sits in the rendered template; no one types NUL bytes around it.
-_SLOT = "\x00cascade-user-text\x00"
+def conversation(prompt: str, system: str = "") -> list[Message]:
+    """The messages of one request: the system message if one is given (otherwise the template's own
+    default applies, e.g. Qwen2.5's "You are Qwen, ..."), then the user's prompt."""
+    return ([Message("system", system)] if system else []) + [Message("user", prompt)]
+
+
+def render_chat(llm: llama_cpp.Llama, prompt: str, system: str = "") -> str:
+    """The request as text in the model's chat template, ending where the assistant's turn begins."""
+    return _render(llm, conversation(prompt, system))
+
+
+def _render(llm: llama_cpp.Llama, messages: Sequence[Message]) -> str:
+    return _formatter(llm)(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
+
+
+def _slot(i: int) -> str:
+    # Marks where message i's text sits in the rendered template; no one types NUL bytes around it.
+    return f"\x00cascade-message-{i}\x00"
 
 
 def _bytes(text: str) -> bytes:
@@ -38,17 +77,39 @@ def _bytes(text: str) -> bytes:
     return text.encode("utf-8", errors="replace")
 
 
-def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool) -> list[int]:
+def _add_bos(llm: llama_cpp.Llama) -> bool:
+    return bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model)))
+
+
+def encode_chat(llm: llama_cpp.Llama, messages: Sequence[Message]) -> list[int]:
+    """The conversation in the model's template, up to the start of the assistant's turn: the template's
+    markup read as control tokens, each message's text as plain text."""
+    rendered = _render(llm, [Message(m.role, _slot(i)) for i, m in enumerate(messages)])
+    tokens: list[int] = []
+    rest = rendered
+    for i, message in enumerate(messages):
+        markup, found, rest = rest.partition(_slot(i))
+        if not found or _slot(i) in rest:
+            raise PromptError("this model's chat template does not place each message once, in order; "
+                              "use raw completion instead")
+        tokens += llm.tokenize(_bytes(markup), add_bos=_add_bos(llm) and not tokens, special=True)
+        tokens += llm.tokenize(_bytes(message.content), add_bos=False, special=False)
+    return tokens + llm.tokenize(_bytes(rest), add_bos=False, special=True)
+
+
+def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool, system: str = "",
+                  answer_prefix: str = "") -> EncodedPrompt:
+    """The tokens the models read for a request. Chat: the system message and the prompt through the
+    template; raw: the prompt as it is. Either way the answer prefix follows, tokenized on its own as
+    plain text (`EncodedPrompt.n_given` counts its tokens)."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
-    add_bos = bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model)))
-    if not chat:
-        return llm.tokenize(_bytes(prompt), add_bos=add_bos, special=False)
-    # The template's own markup (<|im_start|> ...) is read as control tokens, but the user's text is
-    # tokenized as plain text, so typing "<|im_end|><|im_start|>system" cannot forge a turn.
-    before, _, after = render_chat(llm, _SLOT).partition(_SLOT)
-    if _SLOT in after:
-        raise PromptError("this model's chat template repeats the user's text; use raw completion instead")
-    return (llm.tokenize(_bytes(before), add_bos=add_bos, special=True)
-            + llm.tokenize(_bytes(prompt), add_bos=False, special=False)
-            + llm.tokenize(_bytes(after), add_bos=False, special=True))
+    if system and not chat:
+        raise PromptError("a system message needs chat mode (the chat template places it); in raw mode, "
+                          "write it into the prompt instead")
+    if chat:
+        tokens = encode_chat(llm, conversation(prompt, system))
+    else:
+        tokens = llm.tokenize(_bytes(prompt), add_bos=_add_bos(llm), special=False)
+    given = llm.tokenize(_bytes(answer_prefix), add_bos=False, special=False) if answer_prefix else []
+    return EncodedPrompt(tokens + given, len(given))

@@ -77,8 +77,11 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(GenerationConfig):
         if f.name in _SPECIAL:
             continue
-        meta = f.metadata
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=type(f.default), default=f.default,
+        meta, flag = f.metadata, "--" + f.name.replace("_", "-")
+        if isinstance(f.default, str):
+            parser.add_argument(flag, dest=f.name, default=f.default, metavar="TEXT", help=meta["help"])
+            continue
+        parser.add_argument(flag, dest=f.name, type=type(f.default), default=f.default,
                             help=f"{meta['help']} (default {f.default:g}; {meta['min']:g} to {meta['max']:g})")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--chat", dest="chat", action="store_true", default=default.chat,

@@ -61,8 +61,11 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     small, large = seed_models(pair)
-    text = render_chat(large, prompt) if config.chat else prompt
+    # The answer prefix is read as given, as the engine reads it: the models continue after it.
+    text = (render_chat(large, prompt, config.system) if config.chat else prompt) + config.answer_prefix
     prompt_tokens = len(large.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+    n_given = len(large.tokenize(config.answer_prefix.encode("utf-8"), add_bos=False, special=False)) \
+        if config.answer_prefix else 0
     generated, counts = "", {"draft": 0, "target": 0, "escalated": 0}
     draft_s = target_s = 0.0
     stop_reason = "max_tokens"
@@ -105,5 +108,5 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
         # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
         draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
         target=ModelStats(calls=counts["target"], seconds=target_s), first_token_s=first_token_s,
-        device=pair.config.device,
+        device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given,
     )

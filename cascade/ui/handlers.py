@@ -46,7 +46,7 @@ UPDATE_EVERY_S = 0.25
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
 SETTINGS = ("policy", "rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
-            "temperature", "top_p", "top_k", "seed")
+            "temperature", "top_p", "top_k", "seed", "system", "answer_prefix")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
 
@@ -79,7 +79,13 @@ class Run:
 
     @property
     def text(self) -> str:
+        """What the models wrote (so far)."""
         return self.summary.text if self.summary else "".join(e.text for e in self.events if e.accepted)
+
+    @property
+    def answer(self) -> str:
+        """The answer as a reader sees it: the given start, then what the models wrote."""
+        return self.config.answer_prefix + self.text
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,9 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
         known = isinstance(policy, str) and policy in POLICY_TABLE
         what = f"the policy {policy!r} is not offered on this page" if known else f"unknown policy {policy!r}"
         raise ValueError(f"{what}; choose one of {', '.join(offered)}")
-    values = {name: value for name, value in settings.items() if not (name == "seed" and value is None)}
+    # An empty seed field is the default seed; an empty (null) text field is no text.
+    values = {name: value for name, value in settings.items()
+              if not (value is None and name in ("seed", "system", "answer_prefix"))}
     return GenerationConfig.parse({**values, "chat": mode == "chat"})
 
 
@@ -147,9 +155,10 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
 def run_update(run: Run) -> Update:
     """The text, the chart, the summary and the plain text of a run in progress or finished."""
     routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
-    return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule),
+    return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule,
+                                              given=run.config.answer_prefix),
                   chart=chart.perplexity_figure(routing, threshold, run_rule=rule), summary=summary_markdown(run),
-                  plain_text=run.text, run=run, rules_box=gr.update(visible=False))
+                  plain_text=run.answer, run=run, rules_box=gr.update(visible=False))
 
 
 def offer_download(run: Run | None) -> Any:
@@ -224,9 +233,10 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
 def make_generate(engine_provider: EngineProvider):
     def generate(prompt: Any, mode: Any, policy: Any, rule: Any, threshold: Any, k: Any, rollback_threshold: Any,
                  bild_window: Any, lookup_ngram: Any, max_tokens: Any, temperature: Any, top_p: Any, top_k: Any,
-                 seed: Any, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
+                 seed: Any, system: Any = "", answer_prefix: Any = "",
+                 progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
         settings = dict(zip(SETTINGS, (policy, rule, threshold, k, rollback_threshold, bild_window, lookup_ngram,
-                                       max_tokens, temperature, top_p, top_k, seed)))
+                                       max_tokens, temperature, top_p, top_k, seed, system, answer_prefix)))
         for update in generate_updates(engine_provider, prompt, mode, settings, progress):
             yield update.values(GENERATE_OUTPUTS)
 
@@ -324,7 +334,8 @@ def rules_update(engine: Engine, run: Run) -> Update:
     (`Engine.teacher_force`), each rule's curve is swept from those readings (`teacher.rule_curves`), and
     the engine's measured costs give the machine's break-even share. The caller holds the engine."""
     try:
-        positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens)
+        positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens, run.config.system,
+                                         run.config.answer_prefix)
         curves = rule_curves(positions)
         break_even = engine.break_even_share(max(1, run.summary.n_tokens))
     except Exception:
@@ -361,7 +372,7 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
     rule = rule if rule in RULE_TABLE else run.config.rule
     routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
     return Update(text_html=tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold,
-                                              run_rule=run_rule, rule=rule),
+                                              run_rule=run_rule, rule=rule, given=run.config.answer_prefix),
                   chart=chart.perplexity_figure(routing, run_threshold, threshold, run_rule, rule))
 
 

@@ -169,6 +169,15 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                      value="chat" if limits(GenerationConfig, "chat")["default"] else "raw",
                                      label="Mode"),
                 }
+                with gr.Accordion("System message and the answer's start", open=False,
+                                  elem_classes="cascade-framing"):
+                    inputs["system"] = gr.Textbox(
+                        value="", label="System message (chat mode)", lines=2, placeholder="Empty: the model's own default",
+                        info="Sets the assistant's role, through the model's chat template.")
+                    inputs["answer_prefix"] = gr.Textbox(
+                        value="", label="The answer starts with", lines=1, placeholder="e.g. ```python",
+                        info="Given text: both models read it as the start of the answer and write on from it; "
+                             "neither writes it. Shown in grey.")
                 inputs.update(_settings_controls(current_router(router)))
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary")

@@ -169,6 +169,11 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
         rows.append(("Most unchecked tokens", str(config.bild_window)))
     rows.append(("Prompt used as", "a chat message (the model's chat template)" if config.chat
                  else "raw text, which the models continue"))
+    if config.system:
+        rows.append(("System message", config.system))
+    if config.answer_prefix:
+        rows.append(("The answer started with", f"{config.answer_prefix!r}: given, read by both models, written "
+                                                f"by neither"))
     rows.append(("Most tokens", str(config.max_tokens)))
     if config.temperature == 0:
         rows.append(("Temperature", "0: always the likeliest token (the run is reproducible)"))
@@ -343,7 +348,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <section class="cascade-prompt"><h2>The prompt</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
-{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule)}
+{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule, given=config.answer_prefix)}
 </section>
 <section class="cascade-chart-section"><h2>How unsure the small model was</h2>
 {_chart_html(routing, config.threshold, run_rule)}

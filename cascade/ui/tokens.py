@@ -27,6 +27,13 @@ LOOKUP_STYLE = f"color:{PURPLE};background:rgba(123,63,160,.08);border-radius:3p
 _WHATIF_RED_STYLE = RED_STYLE + f";text-decoration:underline dotted {RED}"
 _DISCARD_STYLE = f"color:{GREY};text-decoration:line-through;font-size:.92em"
 _NO_WHATIF_STYLE = f"color:{GREY}"
+GIVEN_STYLE = f"color:{GREY};background:rgba(0,0,0,.05);border-radius:3px"
+GIVEN_TITLE = ("given in the request: the answer starts with this text; both models read it, neither wrote it")
+
+
+def given_html(given: str) -> str:
+    """The answer prefix, given in the request: one grey span before the models' tokens."""
+    return _span(given, GIVEN_TITLE, "tok given", GIVEN_STYLE) if given else ""
 
 
 def _status_words(status: str, rule: Rule) -> str:
@@ -135,10 +142,17 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
     return "".join(parts)
 
 
-def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity") -> str:
-    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed; `rule`: the what-if's."""
+def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity", given: bool = False) -> str:
+    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed; `rule`: the what-if's;
+    `given`: the answer starts with given text."""
     red = f'<span style="{RED_STYLE}">red</span>'
     struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
+    start = (f'<span class="legend-given" style="{GIVEN_STYLE}">grey background</span> = given: the answer\'s '
+             f'start, written by neither model · ' if given else "")
+    return start + _legend_rest(whatif, lookup, rule, red, struck)
+
+
+def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck: str) -> str:
     if whatif:
         why = "no router scored it" if as_rule(rule).name == "learned" else "the small model did not score it"
         return (f"{red} = <b>would</b> have gone to the big model at the what-if threshold · plain = would have "
@@ -151,10 +165,10 @@ def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexi
 
 
 def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None,
-               run_rule: str = "perplexity", rule: str | None = None) -> str:
+               run_rule: str = "perplexity", rule: str | None = None, given: str = "") -> str:
     """The whole text box: a legend, the what-if banner when the threshold or the rule differs from the
-    run's, and the tokens. `run_rule`: the rule the run was judged by; `rule`: the what-if's (None: the
-    run's)."""
+    run's, the answer prefix if the request `given` one, and the tokens. `run_rule`: the rule the run was
+    judged by; `rule`: the what-if's (None: the run's)."""
     rule = rule or run_rule
     threshold = run_threshold if threshold is None and rule != run_rule else threshold
     whatif = routing.whatif_threshold(run_threshold, threshold, run_rule, rule)
@@ -164,8 +178,8 @@ def text_panel(routing: Routing, *, run_threshold: float, threshold: float | Non
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
             f'data-rule="{html.escape(rule if whatif is not None else run_rule)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
-            f'{legend_html(whatif is not None, routing.has_lookup, rule)}</div>'
-            f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
+            f'{legend_html(whatif is not None, routing.has_lookup, rule, bool(given))}</div>'
+            f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{given_html(given)}{body}</div></div>')
 
 
 def message_panel(message: str, kind: str = "info") -> str:
