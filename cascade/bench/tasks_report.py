@@ -1,0 +1,85 @@
+"""Pass rates in words, as a table and as two charts (`python -m cascade tasks`): pass@1 against the big
+model's share of the tokens, and against the speed relative to the big model alone."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+COLOURS = {"perplexity": "#d62728", "entropy": "#1f77b4", "margin": "#2ca02c", "learned": "#9467bd"}
+POLICY_COLOURS = {"bild": "#ff7f0e", "speculative": "#17becf", "lookup": "#8c564b", "lookup+draft": "#e377c2",
+                  "auto": "#7f7f7f", "seed": "#bcbd22"}
+FAILURE_WORDS = {"wrong_answer": "wrong answer", "exception": "exception", "timeout": "timeout",
+                 "no_code": "no code"}
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def markdown(results: Sequence[Mapping[str, Any]]) -> str:
+    """One row per configuration: pass@1, the big model's share, speed, and failures by kind."""
+    lines = ["| configuration | pass@1 | passed | big-model share | tokens/s | × target alone | big model's ppl "
+             "of the answers | mean tokens | " + " | ".join(FAILURE_WORDS.values()) + " |",
+             "|" + "---|" * (8 + len(FAILURE_WORDS))]
+    for r in results:
+        lines.append(f"| {r['label']} | {r['pass_at_1']:.1%} | {r['passed']}/{r['n_tasks']} | {r['target_share']:.1%} | "
+                     f"{r['tokens_per_s']:.2f} | {_num(r['vs_target'], '.2f')} | "
+                     f"{_num(r['text_ppl_by_target'], '.3f')} | {r['mean_tokens']:.0f} | "
+                     + " | ".join(str(r["failures"][k]) for k in FAILURE_WORDS) + " |")
+    return "\n".join(lines)
+
+
+def _series(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Configurations grouped into the curves the charts draw: one per policy and rule."""
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in results:
+        name = r["policy"] if r["rule"] is None else f"{r['policy']}, {r['rule']}"
+        groups[name].append(r)
+    return groups
+
+
+def _colour(r: Mapping[str, Any]) -> str | None:
+    if r["policy"] in ("cascade",) and r["rule"] is not None:
+        return COLOURS.get(r["rule"])
+    return POLICY_COLOURS.get(r["policy"], "#333")
+
+
+def figure(results: Sequence[Mapping[str, Any]], title: str) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("pass@1 against the big model's share of the tokens",
+                                        "pass@1 against speed (× the big model alone, same run)"))
+    for name, group in _series(results).items():
+        group = sorted(group, key=lambda r: r["target_share"])
+        first = group[0]
+        endpoint = first["policy"] in ("target", "draft")
+        marker = {"size": 14 if endpoint else 9, "color": "#000" if first["policy"] == "target" else
+                  "#555" if first["policy"] == "draft" else _colour(first),
+                  "symbol": "star" if first["policy"] == "target" else "square" if first["policy"] == "draft" else
+                  "circle"}
+        label = {"target": "the big model alone", "draft": "the small model alone"}.get(name, name)
+        hover = [f"{r['label']}: {r['passed']}/{r['n_tasks']} passed, {r['target_share']:.1%} of tokens by the big "
+                 f"model, {r['tokens_per_s']:.1f} tokens/s" + (f" ({r['vs_target']:.2f}×)" if r["vs_target"] else "")
+                 for r in group]
+        mode = "markers" if len(group) == 1 else "lines+markers"
+        for col, xs in ((1, [100 * r["target_share"] for r in group]),
+                        (2, [r["vs_target"] if r["vs_target"] is not None else None for r in group])):
+            fig.add_trace(go.Scatter(x=xs, y=[100 * r["pass_at_1"] for r in group], mode=mode, name=label,
+                                     legendgroup=name, showlegend=col == 1, marker=marker,
+                                     line={"color": marker["color"]}, text=hover, hoverinfo="text"),
+                          row=1, col=col)
+    fig.update_xaxes(title_text="tokens the big model wrote (%)", row=1, col=1)
+    fig.update_xaxes(title_text="tokens/s over the big model alone's", row=1, col=2)
+    fig.update_yaxes(title_text="problems solved, pass@1 (%)", row=1, col=1)
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#888", row=1, col=2)
+    fig.update_layout(title=title, template="plotly_white", legend={"orientation": "h", "y": -0.25},
+                      height=560)
+    return fig
+
+
+def chart_html(results: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+    figure(results, title).write_html(path, include_plotlyjs=True, full_html=True)

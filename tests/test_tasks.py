@@ -1,0 +1,263 @@
+"""The task harness: reading tasks, turning answers into programs, checking them apart, caching, the command."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import time
+
+import pytest
+
+from cascade import GenerationConfig
+from cascade.bench import sandbox
+from cascade.bench.tasks import STYLES, Task, TasksError, check_answer, load_tasks, program, subset
+from cascade.bench.tasks_run import (AnswerCache, Configuration, Setup, cache_key, configurations,
+                                     parse_thresholds, run_tasks)
+from cascade.events import ModelStats, Summary
+
+from .helpers import cascade
+
+ADD = Task("Toy/0", 'def add(a, b):\n    """The sum of a and b.\n    >>> add(2, 3)\n    5\n    """\n',
+           "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n", "add")
+QWEN, RAW = STYLES["qwen"], STYLES["raw"]
+GOOD_CHAT = "```python\ndef add(a, b):\n    return a + b\n```"
+
+
+def write_tasks(path, items) -> None:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+
+
+def as_item(task: Task) -> dict:
+    return {"task_id": task.task_id, "prompt": task.prompt, "test": task.test, "entry_point": task.entry_point}
+
+
+# ---- reading tasks ---------------------------------------------------------------------------------
+
+def test_tasks_are_read_from_json_lines_plain_or_gzipped(tmp_path):
+    items = [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1"}]
+    write_tasks(tmp_path / "t.jsonl", items)
+    with gzip.open(tmp_path / "t.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(i) + "\n" for i in items))
+    assert load_tasks(tmp_path / "t.jsonl") == load_tasks(tmp_path / "t.jsonl.gz") == [ADD, ADD.__class__(
+        "Toy/1", ADD.prompt, ADD.test, ADD.entry_point)]
+
+
+def test_humaneval_is_the_default_and_has_its_164_problems():
+    tasks = load_tasks()
+    assert len(tasks) == 164 and tasks[0].task_id == "HumanEval/0" and tasks[0].entry_point == "has_close_elements"
+    assert [t.task_id for t in subset(tasks, limit=3, every=4)] == ["HumanEval/0", "HumanEval/4", "HumanEval/8"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json\n", "line 1: not JSON"),
+    ('{"task_id": "a", "prompt": "p", "test": "t"}\n', "line 1: 'entry_point' is missing or not text"),
+    ('[1, 2]\n', "line 1: expected an object"),
+    ('{"task_id": "a", "prompt": "p", "test": "t", "entry_point": "f"}\n' * 2, "line 2: task_id 'a' appears twice"),
+    ("\n\n", "no tasks in the file"),
+])
+def test_a_bad_tasks_file_is_named_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(TasksError, match=message) as e:
+        load_tasks(path)
+    assert "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+def test_the_command_names_a_bad_tasks_file_in_one_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("{not json\n")
+    r = cascade("tasks", "--draft", "x.gguf", "--target", "y.gguf", "--tasks", str(path))
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "line 1: not JSON" in r.stderr
+    missing = cascade("tasks", "--draft", "x.gguf", "--target", "y.gguf", "--tasks", str(tmp_path / "none.jsonl"))
+    assert missing.returncode == 2 and "cannot read the tasks file" in missing.stderr
+
+
+# ---- answers into programs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("style, answer, kind", [
+    (QWEN, GOOD_CHAT, "passed"),
+    (QWEN, GOOD_CHAT.replace("a + b", "a - b"), "wrong_answer"),
+    (QWEN, "```python\n    return a + b\n```", "passed"),  # the body alone continues the prompt
+    (QWEN, "```python\nfrom operator import add as plus\n\ndef add(a, b):\n    return plus(a, b)\n\nprint(add(1, 2))",
+     "passed"),
+    (QWEN, "```python\ndef add(a, b):\n    return a + b\n\nassert add(1, 1) == 3\nadd(", "passed"),  # own tests dropped
+    (QWEN, "```python\nimport functools\n@functools.lru_cache\ndef add(a, b):\n    return a + b\n```", "passed"),
+    (QWEN, "```python\ndef add(a, b)\n    return a + b\n```", "exception"),  # a syntax error
+    (QWEN, "```python\n```", "no_code"),
+    (QWEN, "```python\n# nothing here\n", "no_code"),
+    (RAW, "    return a + b\n\ndef main():\n", "passed"),
+    (RAW, "    return a * b\n", "wrong_answer"),
+    (RAW, "    return undefined_name\n", "exception"),
+    (RAW, "\n", "no_code"),
+])
+def test_known_good_and_known_bad_answers_are_scored_right(style, answer, kind):
+    assert check_answer(ADD, style, answer).kind == kind
+
+
+def test_the_program_keeps_the_tasks_imports_and_replaces_its_stub():
+    task = Task("Toy/1", "from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    \"\"\"Sum.\"\"\"\n",
+                "def check(c):\n    assert c([1, 2]) == 3\n", "total")
+    source = program(task, QWEN, "```python\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```")
+    assert source.startswith(task.prompt) and source.rstrip().endswith("return sum(xs)")
+    assert check_answer(task, QWEN, "```python\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```").passed
+
+
+# ---- the sandbox: a bad program fails on time and stops nothing else -------------------------------
+
+BAD_PROGRAMS = {
+    "hangs": ("while True:\n    pass\n", "timeout"),
+    "sleeps": ("import time\ntime.sleep(600)\n", "timeout"),
+    "crashes": ("import ctypes\nctypes.string_at(0)\n", "exception"),
+    "allocates 10 GB": ("block = bytearray(10 * 1024 ** 3)\n", "exception"),
+    "allocates without end": ("grow = []\nwhile True:\n    grow.append(' ' * 10 ** 7)\n", None),
+    "forks without end": ("import ctypes\nlibc = ctypes.CDLL(None)\nwhile True:\n    libc.fork()\n", "timeout"),
+    "exits early": ("import sys\nsys.exit(0)\n", "exception"),
+    "floods its output": ("while True:\n    print('x' * 100000)\n", "exception"),
+    "reaches for the network": ("import urllib.request\nurllib.request.urlopen('http://1.1.1.1', timeout=3)\n",
+                                "exception"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_PROGRAMS))
+def test_a_bad_program_fails_within_its_limit_and_the_next_one_runs(name):
+    source, kind = BAD_PROGRAMS[name]
+    started = time.perf_counter()
+    check = sandbox.run_program(source, timeout_s=2.0, memory_mb=512)
+    assert time.perf_counter() - started < 2.0 + 3.0, "a check must end soon after its time limit"
+    assert not check.passed and (check.kind == kind if kind else check.kind in ("exception", "timeout"))
+    assert sandbox.run_program("assert 1 + 1 == 2\n", timeout_s=5).passed  # nothing else was stopped
+
+
+def test_a_fork_bomb_stops_at_the_process_limit_and_leaves_nothing_behind():
+    source = ("import ctypes, time\nlibc = ctypes.CDLL(None)\nforked = 0\nfor _ in range(300):\n"
+              "    pid = libc.fork()\n    if pid == 0:\n        time.sleep(60)\n        libc._exit(0)\n"
+              "    forked += pid > 0\nraise RuntimeError(f'forked {forked}')\n")
+    check = sandbox.run_program(source, timeout_s=10)
+    assert check.kind == "exception" and check.detail.startswith("RuntimeError: forked ")
+    assert int(check.detail.split()[-1]) < 300  # the limit stopped it
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", "sandbox_child.py"], capture_output=True, text=True).stdout.split()
+    assert not left, "processes of a finished check are still running"
+
+
+def test_the_checks_isolation_is_described_for_the_results():
+    words = sandbox.isolation().describe(10, 2048)
+    assert "Not a security sandbox" in words and "10 s" in words and "2048 MB" in words
+
+
+# ---- configurations --------------------------------------------------------------------------------
+
+def test_each_policy_runs_at_its_default_unless_given_thresholds_or_ks():
+    labels = [c.label for c in configurations(["draft", "cascade", "speculative"])]
+    assert labels == ["target", "draft", "cascade perplexity 5", "speculative k=4"]
+    swept = configurations(["cascade", "bild"], ["perplexity", "margin"], ["perplexity:2,5", "margin:0.1"])
+    assert [c.label for c in swept] == ["target", "cascade perplexity 2", "cascade perplexity 5",
+                                        "cascade margin 0.1", "bild perplexity 2", "bild perplexity 5",
+                                        "bild margin 0.1"]
+
+
+@pytest.mark.parametrize("items, message", [
+    (["entropy:1"], "the rule 'entropy' is not among --rules"),
+    (["margin:5"], "threshold must be between 0 and 1 for the margin rule"),
+    (["0.5,x"], "'x' is not a number"),
+])
+def test_bad_thresholds_are_named(items, message):
+    with pytest.raises(TasksError, match=message):
+        parse_thresholds(items, ["perplexity", "margin"])
+
+
+def test_the_cache_key_leaves_out_what_a_configuration_does_not_read():
+    setup = Setup(draft="d:1:aa", target="t:1:bb", n_threads=2, n_ctx=4096)
+    target = Configuration(GenerationConfig(policy="target", threshold=2.0))
+    assert cache_key(setup, target, QWEN) == cache_key(Setup("other-draft", "t:1:bb", n_threads=2, n_ctx=4096),
+                                                       Configuration(GenerationConfig(policy="target")), QWEN)
+    cascade5 = Configuration(GenerationConfig(policy="cascade", threshold=5.0))
+    assert cache_key(setup, cascade5, QWEN) != cache_key(setup, cascade5, RAW)
+    assert cache_key(setup, cascade5, QWEN) != cache_key(setup, Configuration(GenerationConfig(threshold=2.0)), QWEN)
+
+
+# ---- running, caching, resuming --------------------------------------------------------------------
+
+class ScriptedEngine:
+    """Answers every task with the same code, counting the requests it is asked."""
+
+    def __init__(self, answer: str = "def add(a, b):\n    return a + b\n```", fail_after: int | None = None) -> None:
+        self.answer, self.fail_after, self.asked = answer, fail_after, []
+
+    def generate(self, prompt, config):
+        if self.fail_after is not None and len(self.asked) >= self.fail_after:
+            raise KeyboardInterrupt  # an interrupted run
+        self.asked.append((prompt, config))
+        n = 10
+        yield Summary(text=self.answer, policy=config.policy, stop_reason="stop_string", prompt_tokens=50,
+                      n_tokens=n, n_draft_tokens=0 if config.policy == "target" else n - 1,
+                      n_target_tokens=n if config.policy == "target" else 1, n_drafted=0, n_escalated=0,
+                      n_rejected=0, n_rolled_back=0, wall_s=1.0 if config.policy == "target" else 0.5,
+                      draft=ModelStats(), target=ModelStats(), text_ppl_by_target=1.5, target_agreement=0.9,
+                      answer_prefix=config.answer_prefix)
+
+
+def test_the_run_reports_pass_rates_shares_and_speed_against_the_target(tmp_path):
+    tasks = [ADD, Task("Toy/1", ADD.prompt, ADD.test.replace("== 5", "== 6"), "add")]
+    engine = ScriptedEngine()
+    configs = configurations(["draft"])
+    results = run_tasks(tasks, configs, QWEN, lambda: engine, Setup("d", "t"), AnswerCache(tmp_path))
+    target, draft = (r.to_dict() for r in results)
+    assert target["passed"] == draft["passed"] == 1 and target["pass_at_1"] == 0.5
+    assert target["failures"] == {"wrong_answer": 1, "exception": 0, "timeout": 0, "no_code": 0}
+    assert draft["target_share"] == 0.1 and draft["vs_target"] == pytest.approx(2.0) and target["vs_target"] == 1.0
+    assert draft["text_ppl_by_target"] == pytest.approx(1.5) and draft["mean_tokens"] == 10
+    prompt, config = engine.asked[0]
+    assert "Can you complete the following Python function?" in prompt and config.answer_prefix == "```python\n"
+    assert config.system.startswith("You are an intelligent programming assistant") and config.chat
+
+
+def test_an_interrupted_run_resumes_from_the_cache(tmp_path):
+    tasks = [Task(f"Toy/{i}", ADD.prompt, ADD.test, "add") for i in range(3)]
+    configs = configurations(["cascade"])
+    interrupted = ScriptedEngine(fail_after=4)
+    with pytest.raises(KeyboardInterrupt):
+        run_tasks(tasks, configs, QWEN, lambda: interrupted, Setup("d", "t"), AnswerCache(tmp_path))
+    again = ScriptedEngine()
+    results = run_tasks(tasks, configs, QWEN, lambda: again, Setup("d", "t"), AnswerCache(tmp_path))
+    assert len(again.asked) == 2  # the four answers written before the interruption were kept
+    assert all(r.n_tasks == 3 and r.passed == 3 for r in results)
+    warm = ScriptedEngine()
+    run_tasks(tasks, configs, QWEN, lambda: warm, Setup("d", "t"), AnswerCache(tmp_path))
+    assert warm.asked == []
+    # A changed task is answered again; a sweep reuses the target's answers.
+    sweep = ScriptedEngine()
+    run_tasks(tasks, configurations(["cascade"], thresholds=["2"]), QWEN, lambda: sweep, Setup("d", "t"),
+              AnswerCache(tmp_path))
+    assert [c.policy for _, c in sweep.asked] == ["cascade"] * 3
+
+
+def test_the_command_end_to_end_on_toy_models(toy, tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    write_tasks(path, [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1"}])
+    env = {"CASCADE_CACHE": str(tmp_path / "cache")}
+    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "2",
+            "--policies", "draft", "cascade", "--max-tokens", "8", "--json", str(tmp_path / "r.json"),
+            "--html", str(tmp_path / "r.html"), "--router", "none"]
+    r = cascade(*args, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    rows = report["results"]
+    assert [row["label"] for row in rows] == ["target", "draft", "cascade perplexity 5"]
+    for row in rows:
+        assert {"policy", "rule", "threshold", "k", "n_tasks", "passed", "pass_at_1", "target_share",
+                "tokens_per_s", "vs_target", "failures"} <= set(row) and row["n_tasks"] == 2
+        assert set(row["failures"]) == {"wrong_answer", "exception", "timeout", "no_code"}
+    assert rows[0]["vs_target"] == 1.0 and rows[0]["target_share"] == 1.0 and report["loaded_models"]
+    assert "| cascade perplexity 5 |" in r.stdout and "Plotly" in (tmp_path / "r.html").read_text()[:100000]
+    started = time.perf_counter()
+    warm = cascade(*args, env=env, timeout=120)
+    assert warm.returncode == 0 and time.perf_counter() - started < 20
+    assert not json.loads((tmp_path / "r.json").read_text())["loaded_models"]  # answered from the cache
+
+
+def test_the_help_says_plainly_that_it_runs_model_written_code():
+    r = cascade("tasks", "--help")
+    words = " ".join(r.stdout.split())
+    assert r.returncode == 0 and "RUNS MODEL-WRITTEN CODE" in words and "not a security sandbox" in words
