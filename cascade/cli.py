@@ -64,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(train)
     _add_prompt_flags(train, default_split="train")
     train.add_argument("--out", type=Path, required=True, help="where to write the router (JSON)")
-    train.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength (default %(default)s)")
+    train.add_argument("--c", default="1.0",
+                       help="inverse regularisation strength, or 'auto': the best of a grid by ROC AUC out of fold, "
+                            "folds split by prompt (default %(default)s)")
+    train.add_argument("--hidden", action="store_true",
+                       help="the router also reads the draft's final hidden state at each position (one input per "
+                            "dimension; the draft returns it from the same decode)")
 
     routers = sub.add_parser("routers", help="every rule's quality/cost picture on a prompt set, measured")
     add_model_flags(routers)
@@ -103,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "rule's own")
     tasks.add_argument("--ks", type=int, nargs="+", default=[], metavar="K", help="k for speculative and lookup "
                                                                                     "(default: the config's)")
+    tasks.add_argument("--shares", type=float, nargs="+", default=[], metavar="S",
+                       help="also cascade with each of --rules at the thresholds that send about these shares of "
+                            "the tokens to the big model (0.05 0.1), found by teacher forcing on the big model's own "
+                            "answers to these tasks: rules compared at equal share")
     tasks.add_argument("--prompt-style", choices=["qwen", "raw"], default="qwen",
                        help="qwen: Qwen2.5-Coder's chat harness (system message, the answer starting with a code "
                             "fence); raw: continue the function's text (default %(default)s)")
@@ -161,13 +170,32 @@ def run_router_train(args: argparse.Namespace) -> int:
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     models = model_config(model_flags(args))
     engine = Engine(load_pair(models, progress=lambda m: log(f"[{m}]")))
-    data = collect(engine, items, args.max_tokens, None if args.no_cache else cache_dir(), log=log)
-    router = train_router(engine, data, c=args.c, split=str(args.prompts or args.split))
+    c = _regularisation(args.c)
+    data = collect(engine, items, args.max_tokens, None if args.no_cache else cache_dir(), hidden=args.hidden)
+    router = train_router(engine, data, c=c, split=str(args.prompts or args.split))
     router.save(args.out)
     d = router.data
+    chosen = ""
+    if "out_of_fold_roc_auc" in d:
+        chosen = f"; C {d['c']:g} chosen out of fold (ROC AUC {d['out_of_fold_roc_auc'][format(d['c'], 'g')]:.3f})"
     print(f"router written to {args.out}: {d['positions']} positions from {d['prompts']} prompts, "
-          f"{d['differs_share']:.1%} where the target differs; training ROC AUC {d['train_roc_auc']:.3f}")
+          f"{d['differs_share']:.1%} where the target differs; {len(router.features)} features"
+          f"{f' ({router.n_hidden} of them the hidden state)' if router.n_hidden else ''}; training ROC AUC "
+          f"{d['train_roc_auc']:.3f}{chosen}; {sum(p.target_run is None for p in data)} of {len(data)} of the "
+          f"target's texts came from the cache")
     return 0
+
+
+def _regularisation(value: str) -> float | None:
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        c = float(value)
+    except ValueError:
+        raise ValueError(f"--c takes a positive number or 'auto', got {value!r}") from None
+    if not c > 0:
+        raise ValueError(f"--c must be above 0, got {value}")
+    return c
 
 
 def run_routers_command(args: argparse.Namespace) -> int:
@@ -211,10 +239,13 @@ def run_tasks_command(args: argparse.Namespace) -> int:
         raise ValueError("--max-tokens must be at least 1")
     chosen = T.subset(T.load_tasks(args.tasks), args.limit, args.every)
     configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens)
+    if any(not 0 < share < 1 for share in args.shares):
+        raise ValueError("--shares must be between 0 and 1 (0.1: a tenth of the tokens)")
     report = run_and_report(model_config(model_flags(args)), chosen, configs, T.STYLES[args.prompt_style],
                             source=_task_source(args), cache=not args.no_cache, timeout_s=args.timeout,
                             memory_mb=args.memory_mb, command=["python", "-m", "cascade", *sys.argv[1:]],
-                            log=lambda msg: print(msg, file=sys.stderr))
+                            log=lambda msg: print(msg, file=sys.stderr), shares=args.shares,
+                            share_rules=args.rules)
     from .bench.tasks_report import chart_html, markdown
 
     print(markdown(report["results"]))

@@ -104,14 +104,15 @@ class Engine:
                                   router=self.router, n_given=request.n_given).run()
 
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
-                      answer_prefix: str = "") -> list["Position"]:
+                      answer_prefix: str = "", hidden: bool = False) -> list["Position"]:
         """The draft's reading at every position of the target's own text for this prompt, in one batched
-        draft pass (`teacher.forced_positions`): what every rule's curve is drawn from."""
+        draft pass (`teacher.forced_positions`): what every rule's curve is drawn from. `hidden`: the
+        features include the draft's hidden state (to train a router that reads it)."""
         from .teacher import forced_positions
 
         with self.pair.lock:
             prompt_tokens = self.encode(prompt, chat, system, answer_prefix)
-            return forced_positions(self.pair, prompt_tokens, target_tokens, self.router)
+            return forced_positions(self.pair, prompt_tokens, target_tokens, self.router, hidden=hidden)
 
     def _scored(self, prompt: str, config: GenerationConfig, summary: Summary) -> Summary:
         """A Summary of a loop that reports text, not token ids (the seed's), with the target's view of that
@@ -229,25 +230,28 @@ class Generation:
             self.mode = self.tuner.choose(horizon=self.budget - len(self.out), draft_lag=max(lag, 0))
         self.notify("round_started", self.mode)
 
-    def advance(self, model: str, context: list[int], n_rows: int) -> np.ndarray:
-        """The model reads what it lacks of `context`; the logits of its last `n_rows` positions."""
+    def advance(self, model: str, context: list[int], n_rows: int,
+                hidden: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """The model reads what it lacks of `context`: the logits of its last `n_rows` positions, and, if
+        `hidden`, its final hidden state at them (from the same decode; else None)."""
         runner = getattr(self.pair, model)
         before = runner.stats
-        rows = runner.advance(context, n_rows)
+        rows, states = runner.advance_hidden(context, n_rows) if hidden else (runner.advance(context, n_rows), None)
         done = runner.stats - before
         self.notify("model_called", model, done.tokens_evaluated, done.seconds, n_rows)
-        return rows
+        return rows, states
 
     def draft_one(self) -> Proposal:
         context = self.prompt + self.out + [p.token for p in self.pending]
-        row = self.advance("draft", context, 1)[0]
+        rows, states = self.advance("draft", context, 1, hidden=self.router is not None and self.router.n_hidden > 0)
+        row = rows[0]
         q = None if self.sampling.greedy else S.distribution(row, self.sampling)
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
         position = len(self.out) + len(self.pending)
-        reading = self.read(row, token, position)
+        reading = self.read(row, token, position, None if states is None else states[0])
         return Proposal(position, token, reading.draft_ppl, row, q, reading=reading)
 
-    def read(self, row: np.ndarray, token: int, position: int) -> DraftReading:
+    def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None) -> DraftReading:
         """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded."""
         started = time.perf_counter()
         reading = read_row(row, token)
@@ -256,7 +260,7 @@ class Generation:
             # The last positions before this one: the output's, then the pending proposals'.
             history = History(self.history.items[-HISTORY:] + [_history_item(p.reading, p.draft_ppl)
                                                                 for p in self.pending])
-            x = features(reading, history, self.pair.token_class(token), position)
+            x = features(reading, history, self.pair.token_class(token), position, hidden)
             reading = dataclasses.replace(reading, draft_score=self.router.probability(x))
             self.router_s += time.perf_counter() - scoring
         self.routing_s += time.perf_counter() - started
@@ -297,7 +301,7 @@ class Generation:
         judges the pending tokens, and writes the next token itself."""
         pending, self.pending = self.pending, []
         context = self.prompt + self.out + [p.token for p in pending]
-        rows = self.advance("target", context, len(pending) + 1)
+        rows, _ = self.advance("target", context, len(pending) + 1)
         target_ppls = [S.token_perplexity(row, p.token) for p, row in zip(pending, rows)]
         kept, token = self.judge(pending, rows, target_ppls)
         for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):

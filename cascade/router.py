@@ -2,7 +2,9 @@
 
 It reads only what the draft has before the target is asked: the reading of the position (`rules.py`),
 the readings of the last few positions, what kind of token the draft proposes, and how far into the text
-it is. Fitting uses scikit-learn (`fit`, for the command `python -m cascade router train`); using a router
+it is; a router may also read the draft's final hidden state at the position (`HIDDEN`: what its LM head
+turns into the row, so it holds more than the row's top two probabilities), which the draft returns from
+the same decode. Fitting uses scikit-learn (`fit`, for the command `python -m cascade router train`); using a router
 is a dot product in numpy, so the page does not need scikit-learn. A router is a small JSON file: feature
 names, the standardisation, the weights, the pair it was trained on and the data's size.
 """
@@ -34,6 +36,14 @@ FEATURES: tuple[str, ...] = (
     "log_position",
 )
 
+# A router that also reads the draft's hidden state has these names after FEATURES, one per dimension.
+HIDDEN = "hidden_"
+
+
+def hidden_names(n: int) -> tuple[str, ...]:
+    return tuple(f"{HIDDEN}{i}" for i in range(n))
+
+
 # Token classes: computed once per token id from its text.
 _CLASSES = ("token_space", "token_newline", "token_punct", "token_digit", "token_letter", "token_nonascii")
 
@@ -64,8 +74,9 @@ class History:
         del self.items[n:]
 
 
-def features(reading: DraftReading, history: History, piece_class: Sequence[float], position: int) -> np.ndarray:
-    """The router's input for one position, in the order of FEATURES."""
+def features(reading: DraftReading, history: History, piece_class: Sequence[float], position: int,
+             hidden: np.ndarray | None = None) -> np.ndarray:
+    """The router's input for one position, in the order of FEATURES (then the hidden state, if given)."""
     top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
     logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
     recent = [h for h in history.items[-HISTORY:] if h is not None]
@@ -77,6 +88,7 @@ def features(reading: DraftReading, history: History, piece_class: Sequence[floa
         max(min(h[1] for h in recent), -30.0) if recent else 0.0,
         float(last is not None),
         *piece_class, math.log1p(position),
+        *(() if hidden is None else hidden),
     ], dtype=np.float64)
 
 
@@ -99,6 +111,11 @@ class Router:
         return float(p) if np.ndim(p) == 0 else p
 
     @property
+    def n_hidden(self) -> int:
+        """How many dimensions of the draft's hidden state it reads (0: none)."""
+        return len(self.features) - len(FEATURES)
+
+    @property
     def trained_on(self) -> str:
         """The pair, in words: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf → qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"."""
         return f"{self.pair.get('draft', '?')} → {self.pair.get('target', '?')}"
@@ -113,8 +130,8 @@ class Router:
         if not isinstance(d, dict) or d.get("kind") != "cascade-router":
             raise ValueError("not a router file (no \"kind\": \"cascade-router\")")
         names = tuple(d["features"])
-        if names != FEATURES:
-            unknown = sorted(set(names) ^ set(FEATURES))
+        if names != FEATURES + hidden_names(len(names) - len(FEATURES)):
+            unknown = sorted(set(names) ^ set(FEATURES + hidden_names(max(0, len(names) - len(FEATURES)))))
             raise ValueError("the router was trained on other features than this version computes"
                              + (f" ({', '.join(unknown)})" if unknown else " (in another order)")
                              + "; train it again with `python -m cascade router train`")
@@ -144,9 +161,9 @@ class Router:
 
 
 def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: dict[str, Any] | None = None,
-        c: float = 1.0) -> Router:
-    """A router fit on features `x` (rows in the order of FEATURES) and labels `y` (1: the target wrote
-    another token), standardised first. Needs scikit-learn."""
+        c: float = 1.0, n_hidden: int = 0) -> Router:
+    """A router fit on features `x` (rows in the order of FEATURES, then `n_hidden` dimensions of the draft's
+    hidden state) and labels `y` (1: the target wrote another token), standardised first. Needs scikit-learn."""
     try:
         from sklearn.linear_model import LogisticRegression
         from sklearn.preprocessing import StandardScaler
@@ -155,15 +172,16 @@ def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: 
                          "`train` extra); using one does not") from None
 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=int)
-    if x.ndim != 2 or x.shape[1] != len(FEATURES) or len(x) != len(y):
-        raise ValueError(f"expected one row of {len(FEATURES)} features per label, got {x.shape} and {len(y)} labels")
+    names = FEATURES + hidden_names(n_hidden)
+    if x.ndim != 2 or x.shape[1] != len(names) or len(x) != len(y):
+        raise ValueError(f"expected one row of {len(names)} features per label, got {x.shape} and {len(y)} labels")
     if len(set(y.tolist())) < 2:
         raise ValueError("the training data has only one label; a router needs positions where the models "
                          "agree and positions where they differ")
     scaler = StandardScaler().fit(x)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
     model = LogisticRegression(C=c, max_iter=2000).fit((x - scaler.mean_) / scale, y)
-    return Router(FEATURES, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
+    return Router(names, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
                   pair=pair or {}, data=data or {})
 
 

@@ -32,6 +32,8 @@ class ModelRunner:
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.tokens: list[int] = []  # exactly what the KV cache holds, in order
         self.stats = ModelStats()
+        self.n_embd = llama_cpp.llama_model_n_embd(llm.model)
+        self._hidden: np.ndarray | None = None  # the last `advance_hidden`'s hidden states, while it runs
 
     def close(self) -> None:
         if self._batch is not None:
@@ -68,6 +70,18 @@ class ModelRunner:
         )
         return rows
 
+    def advance_hidden(self, context: Sequence[int], n_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """As `advance`, and the model's final hidden state at the same rows (after its output norm: what
+        its LM head reads), from the same decode. llama.cpp returns it only in embeddings mode, in which it
+        computes the outputs of every token of a batch; so only the batch of the rows asked for runs in that
+        mode, and the tokens before them are read as `advance` reads them."""
+        self._hidden = np.empty((n_rows, self.n_embd), dtype=np.float32)
+        try:
+            rows = self.advance(context, n_rows)
+            return rows, self._hidden
+        finally:
+            self._hidden = None
+
     def clear(self) -> None:
         """Empty the cache (not counted as a rollback: nothing of the coming generation is lost)."""
         self._truncate(0)
@@ -94,22 +108,45 @@ class ModelRunner:
         rows = np.empty((n_rows, self.n_vocab), dtype=np.float32)
         first_row = len(new) - n_rows  # index in `new` of the first position whose logits we return
         calls = 0
-        for start in range(0, len(new), self.n_batch):
-            chunk = new[start : start + self.n_batch]
-            wanted = [i for i in range(len(chunk)) if start + i >= first_row]
-            self._fill_batch(chunk, wanted)
-            code = llama_cpp.llama_decode(self.llm.ctx, self._batch)
-            calls += 1
-            if code != 0:
-                # llama.cpp restores the cache on failure; forget anything past what we know it holds.
-                self._truncate(len(self.tokens))
-                raise RuntimeError(f"llama_decode failed with code {code}")
-            self.tokens.extend(chunk)
-            for i in wanted:
-                ptr = llama_cpp.llama_get_logits_ith(self.llm.ctx, i)
-                full = np.ctypeslib.as_array(ptr, shape=(self._row_len,))
-                rows[start + i - first_row] = full[: self.n_vocab]
+        hidden = self._hidden
+        # (start, end, embeddings mode) of the stretches of `new` read: with hidden states wanted, the
+        # rows' stretch apart from what comes before it (see `advance_hidden`).
+        stretches = [(0, first_row, False), (first_row, len(new), True)] if hidden is not None else \
+            [(0, len(new), False)]
+        for lo, hi, embed in stretches:
+            if embed:
+                llama_cpp.llama_set_embeddings(self.llm.ctx, True)
+            try:
+                for start in range(lo, hi, self.n_batch):
+                    chunk = new[start : min(start + self.n_batch, hi)]
+                    wanted = [i for i in range(len(chunk)) if start + i >= first_row]
+                    self._decode(chunk, wanted)
+                    calls += 1
+                    for i in wanted:
+                        rows[start + i - first_row] = self._row(llama_cpp.llama_get_logits_ith, i, self._row_len)[
+                            : self.n_vocab]
+                        if embed:
+                            hidden[start + i - first_row] = self._row(llama_cpp.llama_get_embeddings_ith, i,
+                                                                      self.n_embd)
+            finally:
+                if embed:
+                    llama_cpp.llama_set_embeddings(self.llm.ctx, False)
         return rows, calls
+
+    def _decode(self, chunk: Sequence[int], wanted: Sequence[int]) -> None:
+        self._fill_batch(chunk, wanted)
+        code = llama_cpp.llama_decode(self.llm.ctx, self._batch)
+        if code != 0:
+            # llama.cpp restores the cache on failure; forget anything past what we know it holds.
+            self._truncate(len(self.tokens))
+            raise RuntimeError(f"llama_decode failed with code {code}")
+        self.tokens.extend(chunk)
+
+    def _row(self, read, i: int, n: int) -> np.ndarray:
+        ptr = read(self.llm.ctx, i)
+        if not ptr:
+            raise RuntimeError("llama.cpp returned no output for a row that was asked for")
+        return np.ctypeslib.as_array(ptr, shape=(n,))
 
     def _fill_batch(self, chunk: Sequence[int], wanted: Sequence[int]) -> None:
         b = self._batch

@@ -50,25 +50,30 @@ class Position:
 
 
 def forced_positions(pair: "ModelPair", prompt: Sequence[int], text: Sequence[int], router: Router | None = None,
-                     chunk: int = CHUNK) -> list[Position]:
+                     chunk: int = CHUNK, hidden: bool = False) -> list[Position]:
     """The draft's reading at every position of `text` (the target's tokens after `prompt`), in one
-    batched pass (chunks of `chunk` rows). The caller holds the pair's lock; the draft's cache is left
-    holding prompt + text[:-1]."""
+    batched pass (chunks of `chunk` rows). The features include the draft's hidden state when `hidden`,
+    or when the router reads it. The caller holds the pair's lock; the draft's cache is left holding
+    prompt + text[:-1]."""
     out: list[Position] = []
     history = History()
     prompt, text = list(prompt), list(text)
+    hidden = hidden or (router is not None and router.n_hidden > 0)
     pair.draft.clear()
     for start in range(0, len(text), chunk):
         end = min(start + chunk, len(text))
         # Row j of the last (end - start) rows of prompt + text[:end - 1] predicts text[start + j].
-        rows = pair.draft.advance(prompt + text[:end - 1], end - start)
+        context = prompt + text[:end - 1]
+        rows, states = pair.draft.advance_hidden(context, end - start) if hidden else \
+            (pair.draft.advance(context, end - start), None)
         for j, row in enumerate(rows):
             position = start + j
             target_token = text[position]
             reading = read_row(row, int(np.argmax(row)))
-            x = features(reading, history, pair.token_class(reading.top_token), position)
+            x = features(reading, history, pair.token_class(reading.top_token), position,
+                         None if states is None else states[j])
             if router is not None:
-                reading = replace(reading, draft_score=router.probability(x))
+                reading = replace(reading, draft_score=router.probability(x[:len(router.features)]))
             out.append(Position(reading, target_token, x))
             history.add(reading.draft_entropy, max(token_logprob(row, target_token), -700.0))
     return out

@@ -334,3 +334,19 @@ def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves
     page.locator(".cascade-rules").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "page-rules.png"), full_page=True)
     page.close()
+
+
+def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_source(browser, page_url):
+    """Beside the speed: the shipped pass rates on coding problems; the toy models are not the pair measured."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /coding problems/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=90_000)
+    summary = page.inner_text(".cascade-summary")
+    assert re.search(r"On \d+ coding problems .* the big model alone solved \d+%, the small one \d+%", summary)
+    assert "written by `python -m cascade tasks`" in summary or "written by python -m cascade tasks" in summary
+    assert "another pair than this page's models" in summary
+    page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
+    page.close()

@@ -261,3 +261,21 @@ def test_the_help_says_plainly_that_it_runs_model_written_code():
     r = cascade("tasks", "--help")
     words = " ".join(r.stdout.split())
     assert r.returncode == 0 and "RUNS MODEL-WRITTEN CODE" in words and "not a security sandbox" in words
+
+
+def test_rules_are_compared_at_thresholds_chosen_for_equal_shares(toy, tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    write_tasks(path, [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1", "prompt": ADD.prompt + "    # sum\n"}])
+    env = {"CASCADE_CACHE": str(tmp_path / "cache")}
+    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "2",
+            "--policies", "target", "--rules", "perplexity", "margin", "--shares", "0.25", "0.5", "--max-tokens", "12",
+            "--json", str(tmp_path / "r.json"), "--router", "none"]
+    r = cascade(*args, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "[thresholds for shares 0.25, 0.5: perplexity" in r.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    by_rule = {rule: [row["threshold"] for row in rows if row["rule"] == rule] for rule in ("perplexity", "margin")}
+    assert all(1 <= len(ts) <= 2 for ts in by_rule.values()), by_rule
+    assert all(0 <= t <= 1 for t in by_rule["margin"]) and all(t >= 1 for t in by_rule["perplexity"])
+    warm = cascade(*args, env=env, timeout=120)  # the thresholds and the answers come from the cache
+    assert warm.returncode == 0 and not json.loads((tmp_path / "r.json").read_text())["loaded_models"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,7 +20,7 @@ from ..config import GenerationConfig
 from ..engine import Engine
 from ..events import Summary, TokenEvent
 from ..examples import PromptItem
-from ..router import Router, fit
+from ..router import FEATURES, Router, fit
 from ..rules import RULE_TABLE
 from .run import target_agreement, text_ppl
 from ..teacher import Curve, Position, roc_auc, rule_curves
@@ -73,16 +72,18 @@ def target_text(engine: Engine, item: PromptItem, max_tokens: int, cache: Path |
 
 
 def collect(engine: Engine, items: Sequence[PromptItem], max_tokens: int, cache: Path | None = None,
-            log: Log = lambda _m: None) -> list[PromptData]:
-    """Teacher-forced positions for every prompt: the target's text (run or cached), then one draft pass."""
+            hidden: bool = False) -> list[PromptData]:
+    """Teacher-forced positions for every prompt: the target's text (run or cached), then one draft pass
+    (its features with the draft's hidden state when `hidden`), with a progress bar."""
+    from tqdm import tqdm
+
     out = []
-    started = time.perf_counter()
-    for i, item in enumerate(items, 1):
-        text, run = target_text(engine, item, max_tokens, cache)
-        positions = engine.teacher_force(item.prompt, item.chat, text) if text else []
-        out.append(PromptData(item, text, positions, run))
-        log(f"[{i}/{len(items)}] {len(text)} tokens{' (target ran)' if run else ' (cached)'}, "
-            f"{time.perf_counter() - started:.0f} s so far")
+    with tqdm(items, unit="prompt", desc="teacher forcing", dynamic_ncols=True, mininterval=1.0) as bar:
+        for item in bar:
+            text, run = target_text(engine, item, max_tokens, cache)
+            positions = engine.teacher_force(item.prompt, item.chat, text, hidden=hidden) if text else []
+            out.append(PromptData(item, text, positions, run))
+            bar.set_postfix_str(f"{len(text)} tokens{' (target ran)' if run else ' (cached)'}", refresh=False)
     return out
 
 
@@ -90,17 +91,51 @@ def pooled(data: Sequence[PromptData]) -> list[Position]:
     return [p for d in data for p in d.positions]
 
 
-def train_router(engine: Engine, data: Sequence[PromptData], c: float = 1.0, split: str = "") -> Router:
-    """A router fit on every position of `data`, naming the pair and the data it came from."""
+# Regularisation strengths `choose_c` tries: a router over the hidden state has ~900 inputs for ~10k
+# positions, and needs far stronger regularisation than one over 17 features.
+C_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+
+
+def _xy(data: Sequence[PromptData]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, labels and each position's prompt index."""
     positions = pooled(data)
     if not positions:
         raise ValueError("no positions to train on: the target wrote nothing for these prompts")
     x = np.stack([p.x for p in positions])
     y = np.array([p.differs for p in positions], dtype=int)
+    groups = np.array([i for i, d in enumerate(data) for _ in d.positions])
+    return x, y, groups
+
+
+def choose_c(data: Sequence[PromptData], folds: int = 5, grid: Sequence[float] = C_GRID) -> dict[float, float]:
+    """Each regularisation strength's ROC AUC out of fold, the folds split by prompt (a prompt's positions
+    are never both trained and judged on)."""
+    x, y, groups = _xy(data)
+    n_hidden = x.shape[1] - len(FEATURES)
+    scores: dict[float, float] = {}
+    for c in grid:
+        predicted = np.empty(len(y))
+        for fold in range(folds):
+            held = groups % folds == fold
+            predicted[held] = fit(x[~held], y[~held], c=c, n_hidden=n_hidden).probability(x[held])
+        scores[c] = roc_auc(predicted, y.astype(bool))
+    return scores
+
+
+def train_router(engine: Engine, data: Sequence[PromptData], c: float | None = 1.0, split: str = "") -> Router:
+    """A router fit on every position of `data`, naming the pair and the data it came from. `c` None: the
+    regularisation strength with the best ROC AUC out of fold (`choose_c`)."""
+    x, y, _ = _xy(data)
+    n_hidden = x.shape[1] - len(FEATURES)
+    grid = choose_c(data) if c is None else {}
+    c = max(grid, key=grid.get) if c is None else c
     pair = {"draft": engine.pair.draft_path.name, "target": engine.pair.target_path.name}
-    info = {"prompts": len(data), "positions": len(positions), "differs_share": float(y.mean()),
-            "max_tokens": max((len(d.text) for d in data), default=0), "split": split, "c": c}
-    router = fit(x, y, pair=pair, data=info)
+    info = {"prompts": len(data), "positions": len(y), "differs_share": float(y.mean()),
+            "max_tokens": max((len(d.text) for d in data), default=0), "split": split, "c": c,
+            "hidden": n_hidden}
+    if grid:
+        info["out_of_fold_roc_auc"] = {f"{k:g}": v for k, v in grid.items()}
+    router = fit(x, y, pair=pair, data=info, c=c, n_hidden=n_hidden)
     info["train_roc_auc"] = roc_auc(router.probability(x), y.astype(bool))
     return router
 
@@ -191,13 +226,14 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
     """Every rule's teacher-forced curve on `items`, and (if `real`) cascade run for real at each rule's
     threshold nearest `share`, beside the target alone and the draft alone on the same prompts."""
     # The target alone runs first, timed: its texts are the teacher-forced curves' texts too.
+    from tqdm import tqdm
+
     target_runs: list[Summary] = []
     data: list[PromptData] = []
-    for i, item in enumerate(items, 1):
+    for item in tqdm(items, unit="prompt", desc="target alone + draft pass", dynamic_ncols=True, mininterval=1.0):
         text, summary = target_text(engine, item, max_tokens, cache=None)
         target_runs.append(summary)
         data.append(PromptData(item, text, engine.teacher_force(item.prompt, item.chat, text) if text else [], summary))
-        log(f"[target alone + draft pass {i}/{len(items)}] {len(text)} tokens")
     positions = pooled(data)
     curves = rule_curves(positions)
     differs = [p.differs for p in positions]

@@ -414,27 +414,85 @@ class LazyEngine:
         return self.engine
 
 
+def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle,
+                          target: "ConfigResult", rules: Sequence[str], shares: Sequence[float]) -> dict[str, list[float]]:
+    """For each rule, the thresholds that send about these shares of the tokens to the big model on these
+    tasks, from teacher forcing: the small model reads the big model's own answers (no pass or fail is
+    looked at), and each rule's curve gives the threshold nearest each share (`teacher.rule_curves`)."""
+    from ..teacher import rule_curves
+
+    positions = []
+    for task, answer in zip(tasks, target.answers):
+        prompt, framing = style.request(task)
+        written = answer.answer[len(framing["answer_prefix"]):]
+        llm = engine().pair.target.llm
+        tokens = llm.tokenize(written.encode("utf-8"), add_bos=False, special=False) if written else []
+        if tokens:
+            positions += engine().teacher_force(prompt, framing["chat"], tokens, framing["system"],
+                                                framing["answer_prefix"])
+    curves = rule_curves(positions)
+    missing = [rule for rule in rules if rule not in curves]
+    if missing:
+        raise TasksError(f"no teacher-forced curve for the {missing[0]} rule (the learned rule needs a router)")
+    # Three significant digits: a threshold a reader can type, whose share differs from the exact one's by
+    # the positions whose score lies within the rounding.
+    return {rule: sorted({float(f"{curves[rule].threshold_for_share(share):.3g}") for share in shares})
+            for rule in rules}
+
+
+def _share_thresholds(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle, setup: Setup,
+                      cache: AnswerCache, rules: Sequence[str], shares: Sequence[float], max_tokens: int,
+                      log: Callable[[str], None]) -> list[str]:
+    """`thresholds_for_shares` as --thresholds items ("margin:0.1"), kept in the cache beside the answers."""
+    (target_config,) = configurations(["target"], max_tokens=max_tokens)
+    (target,) = run_tasks(tasks, [target_config], style, engine, setup, cache)
+    key = hashlib.sha256(json.dumps([cache_key(setup, target_config, style), setup.router, [t.task_id for t in tasks],
+                                     list(rules), list(shares)]).encode()).hexdigest()[:24]
+    path = cache.root / f"shares-{key}.json" if cache.root is not None else None
+    if path is not None and path.is_file():
+        found = json.loads(path.read_text())
+    else:
+        log("[choosing each rule's thresholds for the asked shares: the small model reads the big model's answers]")
+        found = thresholds_for_shares(engine, tasks, style, target, rules, shares)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(found))
+    log("[thresholds for shares " + ", ".join(f"{s:g}" for s in shares) + ": "
+        + "; ".join(f"{rule} {', '.join(f'{t:.4g}' for t in ts)}" for rule, ts in found.items()) + "]")
+    return [f"{rule}:{','.join(repr(t) for t in ts)}" for rule, ts in found.items()]
+
+
 def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence[Configuration],
                    style: PromptStyle, *, source: str, cache: bool = True,
                    timeout_s: float = sandbox.DEFAULT_TIMEOUT_S, memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
-                   command: Sequence[str] = (), log: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+                   command: Sequence[str] = (), log: Callable[[str], None] = lambda _m: None,
+                   shares: Sequence[float] = (), share_policies: Sequence[str] = ("cascade",),
+                   share_rules: Sequence[str] = ("perplexity",)) -> dict[str, Any]:
     """Run (or read from the cache) every configuration on the tasks, with a progress bar; the results as
-    the JSON `tasks --json` writes: `results`, one object per configuration, and what they were measured on."""
+    the JSON `tasks --json` writes: `results`, one object per configuration, and what they were measured on.
+    `shares`: also each of `share_policies` with each of `share_rules` at the thresholds sending about
+    these shares of tokens to the big model (`thresholds_for_shares`)."""
     from tqdm import tqdm
 
     from ..router import load_router
     from .machine import cpu_name
 
-    router = load_router(models.router) if any(c.rule == "learned" for c in configs) else None
-    if any(c.rule == "learned" for c in configs) and router is None:
+    uses_learned = any(c.rule == "learned" for c in configs) or (shares and "learned" in share_rules)
+    router = load_router(models.router) if uses_learned else None
+    if uses_learned and router is None:
         raise TasksError("the learned rule needs a router, and none is loaded (--router)")
     setup = setup_of(models, router)
+    answers = AnswerCache(cache_root() if cache else None)
     engine = LazyEngine(models, router, calibrate=any(POLICY_TABLE[c.policy].steered for c in configs), log=log)
+    max_tokens = configs[0].config.max_tokens if configs else 512
+    if shares:
+        chosen = _share_thresholds(engine, tasks, style, setup, answers, share_rules, shares, max_tokens, log)
+        extra = configurations(share_policies, share_rules, chosen, max_tokens=max_tokens)
+        configs = list(configs) + [c for c in extra if all(c.settings() != d.settings() for d in configs)]
     started = time.perf_counter()
     with tqdm(total=len(tasks) * len(configs), unit="answer", desc="tasks", dynamic_ncols=True,
               mininterval=1.0) as bar:
-        results = run_tasks(tasks, configs, style, engine, setup, AnswerCache(cache_root() if cache else None),
-                            timeout_s, memory_mb, bar)
+        results = run_tasks(tasks, configs, style, engine, setup, answers, timeout_s, memory_mb, bar)
     isolation = sandbox.isolation().describe(timeout_s, memory_mb)
     return {
         "title": f"{source}, {len(tasks)} tasks, prompt style {style.name}: {Path(models.draft).name} → "

@@ -31,7 +31,7 @@ from ..policies import POLICY_TABLE
 from ..prompt import PromptError
 from ..rules import RULE_TABLE
 from ..teacher import rule_curves
-from . import chart, rulewords, runfile, sentences, tokens
+from . import chart, quality, rulewords, runfile, sentences, tokens
 from .service import SERVER_TROUBLE, public_message
 
 log = logging.getLogger(__name__)
@@ -190,8 +190,10 @@ def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
 def summary_markdown(run: Run) -> str:
     if run.summary is not None:
         after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
+        measured = measured_quality(run)
         return (f"**{sentences.summary_sentence(run.summary)}**  \n{sentences.summary_details(run.summary)}"
-                + (f"  \n{after}" if after else ""))
+                + (f"  \n{after}" if after else "")
+                + (f"  \n<span class=\"cascade-quality\">{measured}</span>" if measured else ""))
     if not run.running:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
@@ -199,6 +201,16 @@ def summary_markdown(run: Run) -> str:
     copied = sum(e.source == "lookup" for e in accepted)
     return (f"Writing… {len(accepted)} tokens so far, {by_target} by the big model"
             + (f", {copied} copied from the text." if copied else "."))
+
+
+def measured_quality(run: Run) -> str | None:
+    """Whether sharing keeps the answers right: one sentence from the shipped pass rates (`quality.py`)."""
+    models = run.models or ModelConfig()
+    try:
+        return quality.quality_sentence(run.config, models.draft, models.target)
+    except Exception:  # a results file the page cannot read costs the sentence, never the run
+        log.exception("the measured pass rates could not be read")
+        return None
 
 
 def message_update(message: str) -> Update:

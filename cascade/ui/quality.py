@@ -1,0 +1,136 @@
+"""Is sharing worth it? One sentence from the measured pass rates on coding problems, beside the speed.
+
+The figures come from the results files the project ships in `cascade/results/` (each written by
+`python -m cascade tasks --json`), never typed by hand. For a run on the page, the sentence gives the big
+model alone's pass rate, the small one's, and the measured configuration nearest the run's (its policy,
+rule and threshold or k), with that configuration's speed against the big model. It names the problems,
+the pair, the machine's threads and the date, and says so when the page's models are not the pair measured.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import GenerationConfig
+from ..policies import POLICY_TABLE
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+@dataclass(frozen=True)
+class Report:
+    """One shipped `tasks --json` file."""
+
+    name: str  # its file name, to name the source
+    data: dict[str, Any]
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.data["tasks"]["n"])
+
+    def result(self, policy: str) -> dict[str, Any] | None:
+        return next((r for r in self.data["results"] if r["policy"] == policy), None)
+
+    def candidates(self, config: GenerationConfig) -> list[dict[str, Any]]:
+        """Results of the config's policy (and rule, where the policy has one)."""
+        reads = POLICY_TABLE[config.policy].settings if config.policy in POLICY_TABLE else ()
+        return [r for r in self.data["results"] if r["policy"] == config.policy
+                and ("threshold" not in reads or r["rule"] == config.rule)]
+
+
+@functools.lru_cache(maxsize=4)
+def load_reports(folder: Path = RESULTS) -> tuple[Report, ...]:
+    """The shipped results, the most problems first; none if the folder holds none (or only bad files)."""
+    reports = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data.get("results"), list) and data["tasks"]["n"] > 0:
+                reports.append(Report(path.name, data))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return tuple(sorted(reports, key=lambda r: -r.n_tasks))
+
+
+def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
+    """How far a measured configuration is from the config (0: the same)."""
+    if result["threshold"] is not None:
+        return abs(result["threshold"] - config.threshold) / max(abs(config.threshold), 1e-9)
+    if result["k"] is not None:
+        return abs(result["k"] - config.k)
+    return 0.0
+
+
+def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report, dict[str, Any]] | None:
+    """The measured configuration nearest the config, from the report with the most problems that has
+    the config's policy (and rule) at all: the same setting if it was measured."""
+    for report in reports:
+        found = report.candidates(config)
+        if found and report.result("target") and report.result("draft"):
+            return report, min(found, key=lambda r: (_distance(r, config), -r["n_tasks"]))
+    return None
+
+
+def pair_words(draft: str, target: str) -> str:
+    """A pair of model files in a few words: "Qwen2.5-Coder 0.5B → 1.5B" for Qwen's, else the file names."""
+    pattern = re.compile(r"qwen(\d[\d.]*)-(coder-)?(\d+(?:\.\d+)?)b", re.IGNORECASE)
+    d, t = pattern.search(draft), pattern.search(target)
+    if d and t and d.group(1) == t.group(1) and d.group(2) == t.group(2):
+        family = f"Qwen{d.group(1)}" + ("-Coder" if d.group(2) else "")
+        return f"{family} {d.group(3)}B → {t.group(3)}B"
+    return f"{draft} → {target}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _setting(result: dict[str, Any]) -> str:
+    if result["threshold"] is not None:
+        return f"at threshold {result['threshold']:g}" + (f" ({result['rule']})" if result["rule"] != "perplexity" else "")
+    if result["k"] is not None:
+        return f"with k={result['k']}"
+    return ""
+
+
+def quality_sentence(config: GenerationConfig, draft: str, target: str,
+                     reports: Sequence[Report] | None = None) -> str | None:
+    """The sentence for a run with this config on these models (file names); None without shipped results."""
+    reports = load_reports(RESULTS) if reports is None else reports
+    if not reports:
+        return None
+    found = nearest(reports, config)
+    report = found[0] if found else reports[0]
+    data, big, small = report.data, report.result("target"), report.result("draft")
+    if big is None or small is None:
+        return None
+    threads = data["machine"].get("threads")
+    measured = data["models"]
+    pair = pair_words(measured["draft"], measured["target"])
+    where = f"{pair} pair, {threads} CPU threads" if threads else f"{pair} pair"
+    start = (f"On {report.n_tasks} coding problems ({data['tasks']['source']}, checked by running their tests; "
+             f"measured {data['date']}), the big model alone solved {_pct(big['pass_at_1'])}, "
+             f"the small one {_pct(small['pass_at_1'])}")
+    if found is None:
+        shared = ", and this way of sharing the work was not measured"
+    elif config.policy in ("target", "draft"):
+        shared = ""
+    else:
+        result = found[1]
+        same = _distance(result, config) == 0
+        setting = _setting(result)
+        setting = (f"{setting} (the measured setting nearest yours)" if setting and not same else setting)
+        words = {"cascade": "sharing", "bild": "sharing with rollback", "speculative": "speculative decoding",
+                 "lookup": "prompt lookup", "lookup+draft": "lookup with the small model", "auto": "auto"}
+        speed = (f", {result['vs_target']:.2f}× as fast as the big model" if result.get("vs_target") else "")
+        shared = f", and {words.get(config.policy, config.policy)} {setting} {_pct(result['pass_at_1'])}{speed}"
+        shared = shared.replace("  ", " ")
+    other = ("" if (Path(draft).name, Path(target).name) == (measured["draft"], measured["target"]) else
+             f" These figures were measured with another pair than this page's models ({pair_words(Path(draft).name, Path(target).name)}): "
+             f"they show what sharing costs in quality there, not here.")
+    return f"{start}{shared} ({where}; source: {report.name}, written by `python -m cascade tasks`).{other}"

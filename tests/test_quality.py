@@ -1,0 +1,88 @@
+"""The page's sentence on whether sharing keeps the answers right, from the shipped pass rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cascade import GenerationConfig
+from cascade.ui import quality
+from cascade.ui.quality import Report, load_reports, nearest, pair_words, quality_sentence
+
+CODER = ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+
+
+def result(policy, passed, n=10, rule=None, threshold=None, k=None, vs_target=None) -> dict:
+    return {"policy": policy, "rule": rule, "threshold": threshold, "k": k, "n_tasks": n, "passed": passed,
+            "pass_at_1": passed / n, "vs_target": vs_target, "label": policy}
+
+
+def report(name="humaneval-test.json", n=10, results=None) -> Report:
+    results = results or [result("target", 7, n, vs_target=1.0), result("draft", 4, n, vs_target=2.0),
+                          result("cascade", 6, n, "perplexity", 5.0, vs_target=1.5),
+                          result("cascade", 7, n, "perplexity", 1.5, vs_target=1.1),
+                          result("speculative", 7, n, k=4, vs_target=0.7)]
+    return Report(name, {"results": results, "tasks": {"n": n, "source": "HumanEval"}, "date": "2026-12-01",
+                         "machine": {"threads": 2}, "models": {"draft": CODER[0], "target": CODER[1]}})
+
+
+def test_the_sentence_gives_both_models_and_this_setting_with_its_speed():
+    words = quality_sentence(GenerationConfig(policy="cascade", threshold=5.0), *CODER, [report()])
+    assert words.startswith("On 10 coding problems (HumanEval, checked by running their tests; measured 2026-12-01), "
+                            "the big model alone solved 70%, the small one 40%, and sharing at threshold 5 60%, "
+                            "1.50× as fast as the big model (Qwen2.5-Coder 0.5B → 1.5B pair, 2 CPU threads; "
+                            "source: humaneval-test.json, written by `python -m cascade tasks`).")
+    assert "another pair" not in words
+
+
+def test_an_unmeasured_threshold_takes_the_nearest_measured_and_says_so():
+    words = quality_sentence(GenerationConfig(policy="cascade", threshold=2.0), *CODER, [report()])
+    assert "sharing at threshold 1.5 (the measured setting nearest yours) 70%, 1.10× as fast" in words
+    spec = quality_sentence(GenerationConfig(policy="speculative", k=4), *CODER, [report()])
+    assert "speculative decoding with k=4 70%, 0.70× as fast" in spec
+
+
+def test_a_way_not_measured_is_said_to_be_so_and_the_baselines_still_shown():
+    words = quality_sentence(GenerationConfig(policy="cascade", rule="margin"), *CODER, [report()])
+    assert "solved 70%, the small one 40%, and this way of sharing the work was not measured" in words
+    assert quality_sentence(GenerationConfig(policy="target"), *CODER, [report()]).count("%") == 2
+
+
+def test_other_models_than_the_measured_pair_are_named():
+    page = ("Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf",
+            "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf")
+    words = quality_sentence(GenerationConfig(), *page, [report()])
+    assert "measured with another pair than this page's models (Qwen2.5 0.5B → 1.5B)" in words
+    assert pair_words("small.gguf", "large.gguf") == "small.gguf → large.gguf"
+
+
+def test_the_report_with_the_most_problems_that_measured_the_setting_answers():
+    full = report("full.json", 164, [result("target", 90, 164), result("draft", 70, 164),
+                                     result("cascade", 73, 164, "perplexity", 5.0)])
+    sweep = report("sweep.json", 41)
+    found = nearest(sorted([sweep, full], key=lambda r: -r.n_tasks), GenerationConfig(threshold=5.0))
+    assert found[0].name == "full.json"
+    found = nearest([full, sweep], GenerationConfig(policy="speculative"))
+    assert found[0].name == "sweep.json"  # only the sweep measured speculative decoding
+
+
+def test_no_results_no_sentence_and_bad_files_are_skipped(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"something": 1}))
+    assert load_reports(tmp_path) == ()
+    assert quality_sentence(GenerationConfig(), *CODER, []) is None
+
+
+def test_the_shipped_results_come_from_the_tasks_command_and_name_the_measured_pair():
+    reports = load_reports(quality.RESULTS)
+    assert reports, "the project ships its measured pass rates in cascade/results/"
+    biggest = reports[0]
+    assert biggest.n_tasks == 164 and biggest.data["command"][:4] == ["python", "-m", "cascade", "tasks"]
+    assert (biggest.data["models"]["draft"], biggest.data["models"]["target"]) == CODER
+    for r in reports:
+        for row in r.data["results"]:
+            assert row["pass_at_1"] == pytest.approx(row["passed"] / row["n_tasks"])
+    words = quality_sentence(GenerationConfig(), *CODER)
+    big = biggest.result("target")
+    assert f"the big model alone solved {100 * big['pass_at_1']:.0f}%" in words and biggest.name in words
