@@ -1,14 +1,18 @@
-"""The Gradio page: `python app.py` serves it (a Hugging Face Space runs the same file).
+"""The Gradio page, and on the same port the OpenAI-compatible API (`/v1/...`): `python app.py` serves
+both (a Hugging Face Space runs the same file).
 
-Importing this module builds the page and loads no model: the models load on the first Generate,
-chosen by --draft/--target or CASCADE_DRAFT/CASCADE_TARGET (a .gguf path or repo_id/filename).
+Importing this module builds the page and loads no model: the models load on the first Generate (or the
+first API request), chosen by --draft/--target or CASCADE_DRAFT/CASCADE_TARGET (a .gguf path or
+repo_id/filename). Page visitors and API clients share the same engines.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 
+from cascade.api.server import ApiSettings, create_api
 from cascade.settings import add_model_flags, model_config, model_flags
 from cascade.ui.layout import build_demo, engines_router
 from cascade.ui.service import EngineService
@@ -41,6 +45,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# Visitors who may wait in the page's queue; the API holds as many requests (CASCADE_API_QUEUE).
+QUEUE_SIZE = 64
+
+
+def server(blocks):
+    """The page and the API as one app: the API's routes first, then the page mounted at "/"."""
+    import gradio as gr
+
+    api = create_api(service, ApiSettings.from_environment())
+    return gr.mount_gradio_app(api, blocks.queue(max_size=QUEUE_SIZE), path="/")
+
+
 def main(argv=None) -> None:
     global demo
     args = parse_args(argv)
@@ -50,8 +66,13 @@ def main(argv=None) -> None:
     service.configure(config)
     if config.workers != 1:
         demo = page(config.workers)
-    # `workers` generations run at once, one per engine; other visitors wait in line.
-    demo.queue(max_size=64).launch(server_name=args.host, server_port=args.port)
+    import uvicorn
+
+    # `workers` generations run at once, one per engine; other visitors and API requests wait in line.
+    host = args.host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
+    port = args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+    print(f"* The page: http://{host}:{port}/ · the OpenAI-compatible API: http://{host}:{port}/v1", flush=True)
+    uvicorn.run(server(demo), host=host, port=port, log_level="warning")
 
 
 if __name__ == "__main__":

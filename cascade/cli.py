@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
     tasks.add_argument("--html", type=Path, default=None, help="write the pass-rate charts here")
 
+    serve = sub.add_parser("serve", help="an OpenAI-compatible API (/v1/chat/completions, /v1/completions, "
+                                         "/v1/models) for chat apps; every token says which model wrote it")
+    add_model_flags(serve, page=True)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
     workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
@@ -260,6 +266,26 @@ def _task_source(args: argparse.Namespace) -> str:
     name = str(args.tasks) if args.tasks else "HumanEval"
     picked = [f"every {args.every}th" if args.every > 1 else "", f"first {args.limit}" if args.limit else ""]
     return name + (f" ({', '.join(p for p in picked if p)})" if any(picked) else "")
+
+
+def run_serve_command(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from .api.server import ApiSettings, create_api
+    from .ui.service import EngineService
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    service = EngineService(model_config(model_flags(args)))
+    settings = ApiSettings.from_environment()
+    app = create_api(service, settings)
+    service.ready()  # load the models now, in the background: requests meanwhile are told to retry (503)
+    key = "a key (CASCADE_API_KEY)" if settings.api_key else "no key"
+    print(f"* OpenAI-compatible API: http://{args.host}:{args.port}/v1 · {key} · models load in the background",
+          file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
 
 
 def describe(summary: Summary) -> str:
@@ -407,6 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_routers_command(args)
         if args.command == "tasks":
             return run_tasks_command(args)
+        if args.command == "serve":
+            return run_serve_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

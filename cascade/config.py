@@ -116,6 +116,11 @@ class GenerationConfig:
     # Read by both models as the start of the answer, never written by them: "```python\n" asks for code the
     # way Qwen's own HumanEval harness does. Stop strings are looked for in what the models write after it.
     answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
+    # Earlier turns of a chat, oldest first: ("user", text) and ("assistant", text) in turn, before the prompt.
+    history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
+    # Each token event can carry each model's likeliest tokens at its position (an API's top_logprobs);
+    # 0 records none and costs nothing.
+    alternatives: int = _opt(0, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:
@@ -138,6 +143,13 @@ class GenerationConfig:
         self.judge.check(self.threshold)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
+        if self.history and not self.chat:
+            raise ValueError("earlier turns of a conversation need chat mode (the chat template places them)")
+        for turn in self.history:
+            if (not isinstance(turn, (tuple, list)) or len(turn) != 2 or turn[0] not in ("user", "assistant")
+                    or not isinstance(turn[1], str)):
+                raise ValueError("each earlier turn is a (role, text) pair whose role is user or assistant, "
+                                 f"got {turn!r}")
         if self.system and not self.chat:
             raise ValueError("a system message needs chat mode (the chat template places it); in raw mode, "
                              "write it into the prompt instead")
@@ -201,6 +213,8 @@ def _as_type(f: dataclasses.Field, value: Any) -> Any:
         return float(value)
     if kind is bool and isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
         return value.strip().lower() in ("true", "1")
+    if kind is tuple and f.name == "history" and isinstance(value, (list, tuple)):
+        return tuple(tuple(turn) if isinstance(turn, list) else turn for turn in value)
     if kind is tuple and isinstance(value, (list, str)):
         return tuple(value) if isinstance(value, list) else (value,)
     return value

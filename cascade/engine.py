@@ -19,7 +19,7 @@ import numpy as np
 from . import sampling as S
 from .auto import AutoTuner
 from .config import GenerationConfig
-from .events import Event, Source, Status, StopReason, Summary, TokenEvent
+from .events import Alternatives, Event, Source, Status, StopReason, Summary, TokenEvent
 from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
@@ -51,6 +51,7 @@ class Proposal:
     q: np.ndarray | None  # the distribution it was drawn from (speculative sampling needs it)
     source: Source = "draft"  # "draft", or "lookup": copied from earlier in the text
     reading: DraftReading | None = None  # what the draft knew of the position (None: looked up)
+    draft_top: Alternatives = None  # the draft's likeliest tokens here, when the request asks for them
 
 
 class Engine:
@@ -61,12 +62,18 @@ class Engine:
         # What `auto` has learned about this pair's costs; it carries over between requests.
         self.tuner = AutoTuner()
 
-    def encode(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "") -> list[int]:
+    def encode(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "",
+               history: Sequence[tuple[str, str]] = ()) -> list[int]:
         """The tokens the models read before writing: the request, then the answer prefix (`prompt.py`)."""
-        return self.encode_request(prompt, chat, system, answer_prefix).tokens
+        return self.encode_request(prompt, chat, system, answer_prefix, history).tokens
 
-    def encode_request(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "") -> EncodedPrompt:
-        encoded = encode_prompt(self.pair.target.llm, prompt, chat, system, answer_prefix)
+    def encode_config(self, prompt: str, config: GenerationConfig) -> EncodedPrompt:
+        """The tokens of a request as its config frames it (chat or raw, system, earlier turns, prefix)."""
+        return self.encode_request(prompt, config.chat, config.system, config.answer_prefix, config.history)
+
+    def encode_request(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "",
+                       history: Sequence[tuple[str, str]] = ()) -> EncodedPrompt:
+        encoded = encode_prompt(self.pair.target.llm, prompt, chat, system, answer_prefix, history)
         n, n_ctx = len(encoded.tokens), self.pair.config.n_ctx
         if n >= n_ctx:
             given = f" ({encoded.n_given} of them the answer prefix)" if encoded.n_given else ""
@@ -94,7 +101,7 @@ class Engine:
                         event = self._scored(prompt, config, event)
                     yield event
                 return
-            request = self.encode_request(prompt, config.chat, config.system, config.answer_prefix)
+            request = self.encode_config(prompt, config)
             # Every request reads its prompt afresh. Reusing the previous request's cache would save
             # that, but quantized models give slightly different logits for a token read alone or in a
             # batch, so the same request could then write a different text; this way it never does.
@@ -122,7 +129,7 @@ class Engine:
         if not tokens:
             return summary
         self.pair.target.clear()
-        context = self.encode(prompt, config.chat, config.system, config.answer_prefix)
+        context = self.encode_config(prompt, config).tokens
         ppl, agreement = quality(target_view(self.pair.target, context, tokens).values())
         return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
                                    scoring_s=time.perf_counter() - started)
@@ -202,7 +209,8 @@ class Generation:
                 if policy.escalates and doubtful:
                     yield from self.target_turn(escalated=proposal)
                 elif policy.check == "none":
-                    yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None, proposal.reading)
+                    yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None, proposal.reading,
+                                         draft_top=proposal.draft_top)
                 else:
                     self.pending.append(proposal)
                     if self.time_to_check(proposal):
@@ -249,7 +257,7 @@ class Generation:
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
         position = len(self.out) + len(self.pending)
         reading = self.read(row, token, position, None if states is None else states[0])
-        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading)
+        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.top(row))
 
     def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None) -> DraftReading:
         """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded."""
@@ -309,17 +317,18 @@ class Generation:
                                             int(np.argmax(row)) == p.token)
         if pending:
             self.notify("checked", kept, min(kept + 1, len(pending)))
-        for p, target_ppl in zip(pending[:kept], target_ppls):
-            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl, p.reading)
+        for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
+            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl, p.reading, draft_top=p.draft_top,
+                                 target_top=self.top(row))
             if self.stop_reason:
                 return
         discard: Status = "rolled_back" if self.mode.policy.check == "rollback" else "rejected"
-        for p, target_ppl in zip(pending[kept:], target_ppls[kept:]):
+        for p, row, target_ppl in zip(pending[kept:], rows[kept:], target_ppls[kept:]):
             yield self.tell(p.position, p.token, self.piece(p.token), p.source, discard, p.draft_ppl, target_ppl,
-                            p.reading)
+                            p.reading, draft_top=p.draft_top, target_top=self.top(row))
         if escalated is not None:
             yield self.tell(escalated.position, escalated.token, self.piece(escalated.token), "draft", "escalated",
-                            escalated.draft_ppl, None, escalated.reading)
+                            escalated.draft_ppl, None, escalated.reading, draft_top=escalated.draft_top)
         # The draft's view of the position the target now writes, when the draft scored it.
         # (None where nothing was proposed here, or lookup proposed it: the draft scored nothing.)
         at = pending[kept] if kept < len(pending) else escalated
@@ -327,7 +336,8 @@ class Generation:
         draft_ppl = S.token_perplexity(at.draft_logits, token) if scored else None
         self.target_seen[len(self.out)] = (S.token_logprob(rows[kept], token), int(np.argmax(rows[kept])) == token)
         yield from self.emit(token, "target", draft_ppl, S.token_perplexity(rows[kept], token),
-                             at.reading if scored else None)
+                             at.reading if scored else None, draft_top=at.draft_top if scored else None,
+                             target_top=self.top(rows[kept]))
 
     def judge(self, pending: list[Proposal], rows: np.ndarray, target_ppls: list[float]) -> tuple[int, int]:
         """How many pending tokens to keep, and the target's token for the next position."""
@@ -356,13 +366,13 @@ class Generation:
     # ---- output -----------------------------------------------------------------------------------
 
     def emit(self, token: int, source: Source, draft_ppl: float | None, target_ppl: float | None,
-             reading: DraftReading | None = None) -> Iterator[Event]:
+             reading: DraftReading | None = None, **tops: Alternatives) -> Iterator[Event]:
         """Append a token to the output and stop if it ends the generation."""
         position = len(self.out)
         self.out.append(token)
         self.history.items.append(_history_item(reading, draft_ppl))
         text = self.text.push(self.pair.draft.llm.detokenize([token]))
-        yield self.tell(position, token, text, source, "accepted", draft_ppl, target_ppl, reading)
+        yield self.tell(position, token, text, source, "accepted", draft_ppl, target_ppl, reading, **tops)
         if self.pair.is_end_of_generation(token):
             self.stop_reason = "eos"
         elif self.text.stopped:
@@ -373,13 +383,21 @@ class Generation:
     def piece(self, token: int) -> str:
         return self.pair.piece(token)
 
+    def top(self, row: np.ndarray) -> Alternatives:
+        """A model's likeliest tokens at a position, if the request asks for them (`alternatives`)."""
+        if not self.config.alternatives:
+            return None
+        return tuple((self.piece(t), p) for t, p in S.top_tokens(row, self.config.alternatives))
+
     def tell(self, position: int, token: int, text: str, source: Source, status: Status,
-             draft_ppl: float | None, target_ppl: float | None, reading: DraftReading | None = None) -> TokenEvent:
+             draft_ppl: float | None, target_ppl: float | None, reading: DraftReading | None = None,
+             draft_top: Alternatives = None, target_top: Alternatives = None) -> TokenEvent:
         seen = {} if reading is None else {
             "draft_top1": reading.draft_top1, "draft_top2": reading.draft_top2,
             "draft_entropy": reading.draft_entropy, "draft_score": reading.draft_score}
         event = TokenEvent(position=position, token_id=token, text=text, source=source, status=status,
-                           draft_ppl=draft_ppl, target_ppl=target_ppl, t=self.recorder.elapsed(), **seen)
+                           draft_ppl=draft_ppl, target_ppl=target_ppl, t=self.recorder.elapsed(),
+                           draft_top=draft_top, target_top=target_top, **seen)
         self.notify("told", event)
         return event
 

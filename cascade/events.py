@@ -22,6 +22,8 @@ Source = Literal["draft", "target", "lookup"]
 # rolled_back: a drafted token the target overruled after the fact (BiLD's rollback).
 Status = Literal["accepted", "escalated", "rejected", "rolled_back"]
 StopReason = Literal["eos", "max_tokens", "stop_string", "context_full", "cancelled"]
+# A model's likeliest tokens at a position, likeliest first: (the token's text, its probability).
+Alternatives = Union[tuple[tuple[str, float], ...], None]
 
 
 def _finite(x: float | None) -> float | None:
@@ -46,6 +48,10 @@ class TokenEvent:
     draft_top2: float | None = None
     draft_entropy: float | None = None
     draft_score: float | None = None
+    # Each model's likeliest tokens at this position where it read the position, when the request asked
+    # for them (`GenerationConfig.alternatives`); None otherwise.
+    draft_top: Alternatives = None
+    target_top: Alternatives = None
 
     @property
     def accepted(self) -> bool:

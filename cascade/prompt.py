@@ -52,15 +52,16 @@ def _formatter(llm: llama_cpp.Llama) -> Jinja2ChatFormatter:
                                bos_token=_special_text(llm, llm.token_bos()))
 
 
-def conversation(prompt: str, system: str = "") -> list[Message]:
+def conversation(prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> list[Message]:
     """The messages of one request: the system message if one is given (otherwise the template's own
-    default applies, e.g. Qwen2.5's "You are Qwen, ..."), then the user's prompt."""
-    return ([Message("system", system)] if system else []) + [Message("user", prompt)]
+    default applies, e.g. Qwen2.5's "You are Qwen, ..."), the earlier turns, then the user's prompt."""
+    return ([Message("system", system)] if system else []) + [Message(role, text) for role, text in history] \
+        + [Message("user", prompt)]
 
 
-def render_chat(llm: llama_cpp.Llama, prompt: str, system: str = "") -> str:
+def render_chat(llm: llama_cpp.Llama, prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> str:
     """The request as text in the model's chat template, ending where the assistant's turn begins."""
-    return _render(llm, conversation(prompt, system))
+    return _render(llm, conversation(prompt, system, history))
 
 
 def _render(llm: llama_cpp.Llama, messages: Sequence[Message]) -> str:
@@ -98,17 +99,16 @@ def encode_chat(llm: llama_cpp.Llama, messages: Sequence[Message]) -> list[int]:
 
 
 def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool, system: str = "",
-                  answer_prefix: str = "") -> EncodedPrompt:
-    """The tokens the models read for a request. Chat: the system message and the prompt through the
-    template; raw: the prompt as it is. Either way the answer prefix follows, tokenized on its own as
-    plain text (`EncodedPrompt.n_given` counts its tokens)."""
+                  answer_prefix: str = "", history: Sequence[tuple[str, str]] = ()) -> EncodedPrompt:
+    """The tokens the models read for a request. Chat: the system message, the earlier turns and the
+    prompt through the template; raw: the prompt as it is. Either way the answer prefix follows, tokenized
+    on its own as plain text (`EncodedPrompt.n_given` counts its tokens)."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
-    if system and not chat:
-        raise PromptError("a system message needs chat mode (the chat template places it); in raw mode, "
-                          "write it into the prompt instead")
+    if (system or history) and not chat:
+        raise PromptError("a system message or earlier turns need chat mode (the chat template places them)")
     if chat:
-        tokens = encode_chat(llm, conversation(prompt, system))
+        tokens = encode_chat(llm, conversation(prompt, system, history))
     else:
         tokens = llm.tokenize(_bytes(prompt), add_bos=_add_bos(llm), special=False)
     given = llm.tokenize(_bytes(answer_prefix), add_bos=False, special=False) if answer_prefix else []

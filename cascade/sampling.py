@@ -38,6 +38,15 @@ def token_logprob(logits: np.ndarray, token: int) -> float:
     return float(logits[token]) - logsumexp(logits)
 
 
+def top_tokens(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k likeliest tokens and their probabilities under softmax(logits), likeliest first."""
+    k = min(k, len(logits))
+    best = np.argpartition(logits, -k)[-k:]
+    best = best[np.argsort(-logits[best], kind="stable")]
+    log_z = logsumexp(logits)
+    return [(int(t), math.exp(float(logits[t]) - log_z)) for t in best]
+
+
 def perplexity(logprob: float) -> float:
     """exp(-logprob): 1 for a certain token, 1/p in general."""
     return math.exp(-logprob) if logprob > -700 else math.inf

@@ -57,7 +57,7 @@ def model_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # GenerationConfig fields set otherwise than by a `--name value` flag.
-_SPECIAL = ("policy", "rule", "threshold", "chat", "stop")
+_SPECIAL = ("policy", "rule", "threshold", "chat", "stop", "history")
 
 
 def add_generation_flags(parser: argparse.ArgumentParser) -> None:
@@ -91,5 +91,5 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def generation_config(args: argparse.Namespace) -> GenerationConfig:
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig)}
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig) if hasattr(args, f.name)}
     return GenerationConfig(**{**values, "stop": tuple(values["stop"])}).validate()

@@ -62,7 +62,7 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     small, large = seed_models(pair)
     # The answer prefix is read as given, as the engine reads it: the models continue after it.
-    text = (render_chat(large, prompt, config.system) if config.chat else prompt) + config.answer_prefix
+    text = (render_chat(large, prompt, config.system, config.history) if config.chat else prompt) + config.answer_prefix
     prompt_tokens = len(large.tokenize(text.encode("utf-8"), add_bos=False, special=True))
     n_given = len(large.tokenize(config.answer_prefix.encode("utf-8"), add_bos=False, special=False)) \
         if config.answer_prefix else 0

@@ -66,6 +66,14 @@ HOW_TO_READ = """\
   (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star
   is your run; the dashed line is this machine's break-even: left of it, sharing the work is faster than
   the big model alone, by the costs measured here.
+- **Does sharing keep the answers right?** Under each run's speed, one sentence gives pass rates measured on
+  coding problems (the share of problems whose answer passed its tests): the big model alone, the small one,
+  and the measured way of sharing nearest your settings, with its speed. They come from the files the project
+  ships (written by `python -m cascade tasks`), name the models measured and the date, and say so when this
+  page runs other models. Agreement with the big model is not the same as being right: this is.
+- **The answer starts with** (under "System message and the answer's start"): text you give as the start
+  of the answer, such as a code fence; both models read it and write on from it, neither writes it, and it
+  is shown in grey. The system message sets the assistant's role in chat mode.
 - **Share:** "Copy link" gives an address that opens this page with the same settings (greedy or seeded
   runs then write the same text). "Download this run" keeps the run in one file that opens in any
   browser, without this page.

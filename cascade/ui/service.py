@@ -71,6 +71,29 @@ class EngineService:
     def loaded(self) -> bool:
         return bool(self._engines)
 
+    def ready(self) -> bool:
+        """Whether the engines are loaded, without waiting: if not, starts loading them in the background
+        (once) and says False; raises the remembered ModelError of a load that failed a moment ago."""
+        if self._engines:
+            return True
+        if not self._lock.acquire(blocking=False):
+            return False  # another request is loading them
+        try:
+            if self._engines:
+                return True
+            if self._failure is not None and self._clock() - self._failure[0] < self.retry_after_s:
+                raise self._failure[1]
+        finally:
+            self._lock.release()
+        threading.Thread(target=self._load_in_background, daemon=True, name="cascade-load").start()
+        return False
+
+    def _load_in_background(self) -> None:
+        try:
+            self.engines()
+        except ModelError:
+            pass  # remembered: the next request is told
+
     def engines(self, progress: Progress = lambda _msg: None) -> list[Engine]:
         """Every engine, loading them on first use; ModelError (remembered a while) if they cannot load."""
         with self._lock:

@@ -1,0 +1,396 @@
+"""OpenAI's request and response shapes, and the engine's requests and events in them.
+
+Pure functions: a request body becomes the prompt and a `GenerationConfig` (`chat_request`,
+`completion_request`), and the engine's events become chunks and responses, each token with its writer
+(draft, target or lookup), the draft's perplexity and the rule's score in a `cascade` extension of the
+choice. Nothing here runs a model or knows the web framework; `server.py` does both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..config import GenerationConfig
+from ..events import Summary, TokenEvent
+from ..policies import POLICY_TABLE
+from ..rules import RULE_TABLE
+
+# A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
+DEFAULT_MAX_TOKENS = 1024
+MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
+MAX_STOP = 4  # as OpenAI
+# The project's own settings in the request's `cascade` object: those OpenAI's fields do not carry.
+EXTENSION_SETTINGS = ("rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "top_k")
+# Fields a chat app may send that this server accepts and does not use (the README lists them).
+IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
+           "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction")
+
+
+class ApiError(Exception):
+    """A request this server refuses: OpenAI's error object, with its HTTP status."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def offered_models() -> list[str]:
+    """One model id per policy on offer: the page's (the seed's loop is a baseline only)."""
+    return [p.name for p in POLICY_TABLE.values() if p.on_page]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a request asks, in the engine's terms."""
+
+    model: str
+    prompt: str
+    config: GenerationConfig
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+    chat: bool = True
+
+
+# ---- reading requests -------------------------------------------------------------------------------
+
+def _text(content: Any, where: str) -> str:
+    """A message's content: text, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, f"{where}: only text content is supported (parts of type \"text\")", "messages")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise ApiError(400, f"{where}: content must be text", "messages")
+
+
+def conversation(messages: Any) -> tuple[str, tuple[tuple[str, str], ...], str, str]:
+    """(system message, earlier turns, the user's last message, the answer's start) of a chat request.
+
+    System (or developer) messages come first; then user and assistant turns, ending with a user's message
+    or, to have the answer continue it, an assistant's."""
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
+    system, turns = [], []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ApiError(400, f"messages[{i}] must be an object with a role and a content", "messages")
+        role, where = message.get("role"), f"messages[{i}]"
+        if role in ("system", "developer"):
+            if turns:
+                raise ApiError(400, f"{where}: system messages must come before the conversation's turns", "messages")
+            system.append(_text(message.get("content"), where))
+        elif role in ("user", "assistant"):
+            text = _text(message.get("content"), where)
+            if turns and turns[-1][0] == role:  # two in a row: one turn, as the template would merge them
+                turns[-1] = (role, turns[-1][1] + "\n\n" + text)
+            else:
+                turns.append((role, text))
+        else:
+            raise ApiError(400, f"{where}: role {role!r} is not supported (system, user and assistant are)",
+                           "messages")
+    prefix = ""
+    if turns and turns[-1][0] == "assistant":
+        prefix = turns.pop()[1]
+    if not turns or turns[-1][0] != "user":
+        raise ApiError(400, "the conversation needs a user's message to answer", "messages")
+    *history, (_, prompt) = turns
+    return "\n\n".join(system), tuple(history), prompt, prefix
+
+
+def _int(body: Mapping[str, Any], name: str, default: int | None = None) -> int | None:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ApiError(400, f"{name} must be a whole number, got {value!r}", name)
+    return int(value)
+
+
+def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > MAX_STOP:
+        raise ApiError(400, f"stop must be a non-empty string or a list of at most {MAX_STOP}", "stop")
+    return tuple(stops)
+
+
+def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The GenerationConfig values a request names: OpenAI's fields, then the `cascade` object's."""
+    if model not in offered_models():
+        raise ApiError(404, f"the model {model!r} does not exist; choose one of {', '.join(offered_models())} "
+                            f"(GET /v1/models)", "model", "model_not_found")
+    if _int(body, "n", 1) != 1:
+        raise ApiError(400, "n must be 1: one answer per request", "n")
+    values: dict[str, Any] = {"policy": model, "stop": _stop(body)}
+    length = body.get("max_completion_tokens", body.get("max_tokens"))
+    values["max_tokens"] = DEFAULT_MAX_TOKENS if length is None else _int(body, "max_completion_tokens" if
+                                                                         "max_completion_tokens" in body else
+                                                                         "max_tokens")
+    for name in ("temperature", "top_p", "seed"):
+        if body.get(name) is not None:
+            values[name] = body[name]
+    extension = body.get("cascade", {})
+    if not isinstance(extension, Mapping):
+        raise ApiError(400, "cascade must be an object of settings, such as {\"threshold\": 3}", "cascade")
+    for name, value in extension.items():
+        if name not in EXTENSION_SETTINGS:
+            raise ApiError(400, f"cascade.{name} is not a setting this object takes; it takes "
+                                f"{', '.join(EXTENSION_SETTINGS)} (the model names the policy)", f"cascade.{name}")
+        values[name] = value
+    return values
+
+
+def _parse(values: dict[str, Any]) -> GenerationConfig:
+    try:
+        return GenerationConfig.parse(values)
+    except ValueError as e:
+        raise ApiError(400, str(e), _param(str(e))) from None
+
+
+def _param(message: str) -> str | None:
+    first = message.split(" ", 1)[0]
+    return first if first in GenerationConfig.__dataclass_fields__ else None
+
+
+def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int]:
+    logprobs = body.get("logprobs") or False
+    if not isinstance(logprobs, bool):
+        raise ApiError(400, "logprobs must be true or false", "logprobs")
+    top = _int(body, "top_logprobs", 0) or 0
+    if not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise ApiError(400, f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}", "top_logprobs")
+    if top and not logprobs:
+        raise ApiError(400, "top_logprobs needs logprobs set to true", "top_logprobs")
+    return logprobs, top
+
+
+def _stream(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options") or {}
+    if not isinstance(options, Mapping):
+        raise ApiError(400, "stream_options must be an object", "stream_options")
+    return stream, bool(options.get("include_usage", False))
+
+
+def chat_request(body: Any) -> Request:
+    """A chat completion request, checked; ApiError names the first thing wrong with it."""
+    if not isinstance(body, Mapping):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise ApiError(400, "model is required: one of " + ", ".join(offered_models()), "model")
+    values = _settings(body, model)
+    system, history, prompt, prefix = conversation(body.get("messages"))
+    logprobs, top = _logprobs(body)
+    stream, usage = _stream(body)
+    config = _parse({**values, "chat": True, "system": system, "history": history, "answer_prefix": prefix,
+                     "alternatives": top})
+    return Request(model, prompt, config, stream, usage, logprobs, top, chat=True)
+
+
+def completion_request(body: Any) -> Request:
+    """A (raw) completion request: the prompt is continued as written."""
+    if not isinstance(body, Mapping):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise ApiError(400, "model is required: one of " + ", ".join(offered_models()), "model")
+    values = _settings(body, model)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "prompt must be text (or a list of one text)", "prompt")
+    for unsupported in ("suffix", "echo", "best_of"):
+        if body.get(unsupported) not in (None, False, 1, ""):
+            raise ApiError(400, f"{unsupported} is not supported", unsupported)
+    top = _int(body, "logprobs", 0) or 0  # the legacy API: logprobs is the number of alternatives
+    if not 0 <= top <= 5:
+        raise ApiError(400, "logprobs must be between 0 and 5", "logprobs")
+    stream, usage = _stream(body)
+    config = _parse({**values, "chat": False, "alternatives": top})
+    return Request(model, prompt, config, stream, usage, "logprobs" in body and body["logprobs"] is not None,
+                   top, chat=False)
+
+
+# ---- writing responses ------------------------------------------------------------------------------
+
+def writer_logprob(event: TokenEvent) -> float | None:
+    """log p of the token under the model that wrote it (the target, for a token lookup proposed)."""
+    ppl = event.draft_ppl if event.source == "draft" else event.target_ppl
+    if ppl is None:
+        return None
+    return -math.log(ppl) if math.isfinite(ppl) and ppl > 0 else -9999.0
+
+
+def writer_top(event: TokenEvent):
+    return event.draft_top if event.source == "draft" else event.target_top
+
+
+def _lp(p: float) -> float:
+    return math.log(p) if p > 0 else -9999.0
+
+
+def provenance(event: TokenEvent, rule: str) -> dict[str, Any]:
+    """Who wrote a token and how sure the draft was: the `cascade` extension's entry for it."""
+    score = RULE_TABLE[rule].score(event) if rule in RULE_TABLE and event.draft_top1 is not None else None
+    ppl = event.draft_ppl
+    return {"text": event.text, "writer": event.source, "position": event.position,
+            "draft_perplexity": ppl if ppl is None or math.isfinite(ppl) else None,
+            "rule": rule, "score": score if score is None or math.isfinite(score) else None}
+
+
+def chat_logprob(event: TokenEvent, top: int) -> dict[str, Any]:
+    text = event.text
+    entry = {"token": text, "logprob": writer_logprob(event), "bytes": list(text.encode("utf-8")),
+             "top_logprobs": []}
+    if top:
+        entry["top_logprobs"] = [{"token": t, "logprob": _lp(p), "bytes": list(t.encode("utf-8"))}
+                                 for t, p in (writer_top(event) or ())[:top]]
+    return entry
+
+
+def finish_reason(summary: Summary | None) -> str | None:
+    if summary is None:
+        return None
+    return {"eos": "stop", "stop_string": "stop", "max_tokens": "length", "context_full": "length"}.get(
+        summary.stop_reason)
+
+
+def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]:
+    """OpenAI's usage, with the big model's share, the speed and the drafts' counts (llama-server's names
+    draft_n and draft_n_accepted beside ours)."""
+    proposed = summary.n_drafted + summary.n_lookup_proposed
+    accepted = summary.n_draft_tokens + summary.n_lookup_tokens
+    vs_target = summary.tokens_per_s / target_tokens_per_s if target_tokens_per_s else None
+    return {"prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.n_tokens,
+            "total_tokens": summary.prompt_tokens + summary.n_tokens,
+            "cascade": {"policy": summary.policy, "rule": summary.rule or None,
+                        "target_share": summary.target_share, "n_target_tokens": summary.n_target_tokens,
+                        "n_draft_tokens": summary.n_draft_tokens, "n_lookup_tokens": summary.n_lookup_tokens,
+                        "n_escalated": summary.n_escalated, "n_rejected": summary.n_rejected,
+                        "n_rolled_back": summary.n_rolled_back, "tokens_per_s": summary.tokens_per_s,
+                        "vs_target": vs_target, "wall_s": summary.wall_s, "draft_n": proposed,
+                        "draft_n_accepted": accepted, "stop_reason": summary.stop_reason}}
+
+
+def timings(summary: Summary) -> dict[str, Any]:
+    """The final chunk's `timings`, as llama-server names them."""
+    return {"predicted_n": summary.n_tokens, "predicted_ms": 1000 * summary.wall_s,
+            "predicted_per_second": summary.tokens_per_s, "prompt_n": summary.prompt_tokens,
+            "draft_n": summary.n_drafted + summary.n_lookup_proposed,
+            "draft_n_accepted": summary.n_draft_tokens + summary.n_lookup_tokens}
+
+
+@dataclass
+class Stream:
+    """Turns one request's events into OpenAI chunks. Tokens that add no text yet (half a character)
+    wait, with their provenance, for the token that completes it."""
+
+    request: Request
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+    waiting: list[TokenEvent] = field(default_factory=list)
+    started: bool = False
+
+    @property
+    def object(self) -> str:
+        return "chat.completion.chunk" if self.request.chat else "text_completion"
+
+    def _chunk(self, choice: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {"id": self.id, "object": self.object, "created": self.created, "model": self.request.model,
+                "choices": [choice], **extra}
+
+    def first(self) -> dict[str, Any] | None:
+        """The chunk that opens a chat stream (the assistant's role), once."""
+        if self.started or not self.request.chat:
+            return None
+        self.started = True
+        return self._chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                            "finish_reason": None})
+
+    def token(self, event: TokenEvent) -> dict[str, Any] | None:
+        """The chunk of an accepted token (None while its character is incomplete, or for a discarded one)."""
+        if not event.accepted:
+            return None
+        self.waiting.append(event)
+        if not event.text:
+            return None
+        events, self.waiting = self.waiting, []
+        return self._chunk(self.choice(events))
+
+    def choice(self, events: Sequence[TokenEvent], reason: str | None = None) -> dict[str, Any]:
+        text = "".join(e.text for e in events)
+        rule = self.request.config.rule
+        choice: dict[str, Any] = {"index": 0, "finish_reason": reason,
+                                  "cascade": {"tokens": [provenance(e, rule) for e in events]}}
+        if self.request.chat:
+            choice["delta"] = {"content": text}
+            choice["logprobs"] = ({"content": [chat_logprob(e, self.request.top_logprobs) for e in events]}
+                                  if self.request.logprobs else None)
+        else:
+            choice["text"] = text
+            choice["logprobs"] = completion_logprobs(events, self.request.top_logprobs) if self.request.logprobs \
+                else None
+        return choice
+
+    def last(self, summary: Summary, target_tokens_per_s: float | None) -> list[dict[str, Any]]:
+        """The closing chunks: the finish reason (with any waiting tokens and llama-server's timings), then
+        the usage chunk if asked."""
+        events, self.waiting = self.waiting, []
+        closing = self.choice(events, finish_reason(summary))
+        if self.request.chat:
+            closing["delta"] = {} if not events else closing["delta"]
+        out = [self._chunk(closing, timings=timings(summary))]
+        if self.request.include_usage:
+            out.append({"id": self.id, "object": self.object, "created": self.created, "model": self.request.model,
+                        "choices": [], "usage": usage(summary, target_tokens_per_s)})
+        return out
+
+
+def completion_logprobs(events: Sequence[TokenEvent], top: int) -> dict[str, Any]:
+    """The legacy completions API's logprobs: parallel lists."""
+    return {"tokens": [e.text for e in events], "token_logprobs": [writer_logprob(e) for e in events],
+            "top_logprobs": [{t: _lp(p) for t, p in (writer_top(e) or ())[:top]} for e in events] if top else None,
+            "text_offset": []}
+
+
+def response(request: Request, events: Sequence[TokenEvent], summary: Summary,
+             target_tokens_per_s: float | None) -> dict[str, Any]:
+    """The whole answer at once (a request without `stream`)."""
+    stream = Stream(request)
+    accepted = [e for e in events if e.accepted]
+    choice = stream.choice(accepted, finish_reason(summary))
+    if request.chat:
+        choice.pop("delta", None)
+        choice["message"] = {"role": "assistant", "content": summary.text}
+    else:
+        choice["text"] = summary.text
+    return {"id": stream.id, "object": "chat.completion" if request.chat else "text_completion",
+            "created": stream.created, "model": request.model, "choices": [choice],
+            "usage": usage(summary, target_tokens_per_s), "timings": timings(summary)}
+
+
+def models_list(draft: str, target: str) -> dict[str, Any]:
+    """GET /v1/models: one id per policy, the loaded pair's file names in each entry's metadata."""
+    created = int(time.time())
+    return {"object": "list", "data": [
+        {"id": name, "object": "model", "created": created, "owned_by": "cascade",
+         "cascade": {"description": POLICY_TABLE[name].description, "draft": draft, "target": target}}
+        for name in offered_models()]}

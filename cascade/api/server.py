@@ -1,0 +1,260 @@
+"""The OpenAI-compatible HTTP API: chat apps (Open WebUI, Jan, SillyTavern, ...) use the engine through it.
+
+`create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions` and
+`POST /v1/completions`. It shares the page's `EngineService`: a request leases an engine as a page visitor's
+does, so N workers serve N requests at once, page and API together, in the order they came. Each request
+runs the engine's generator in a thread of its own and streams its events as they come; a client that goes
+away stops its generation at once (the generator is closed, as the page's Stop closes it).
+
+Settings (environment): CASCADE_API_KEY (a Bearer key every request must carry; unset, anyone may call, as
+anyone may use the page), CASCADE_API_CORS (origins a browser client may call from, comma-separated, or *),
+CASCADE_API_QUEUE (requests that may wait or run at once; past it, 429).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import threading
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request as HttpRequest
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
+
+from ..events import Summary, TokenEvent
+from ..models import ModelError
+from ..prompt import PromptError
+from ..ui.service import EngineService, model_name, public_message
+from . import protocol
+from .protocol import ApiError, Request
+
+log = logging.getLogger(__name__)
+
+# As many as the page's own queue holds (app.py's max_size).
+DEFAULT_QUEUE = 64
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    api_key: str = ""  # empty: no key needed
+    cors: tuple[str, ...] = ()  # origins allowed to call from a browser ("*" for any)
+    queue: int = DEFAULT_QUEUE
+
+    @classmethod
+    def from_environment(cls, env: dict[str, str] | None = None) -> "ApiSettings":
+        env = dict(os.environ) if env is None else env
+        cors = tuple(o.strip() for o in env.get("CASCADE_API_CORS", "").split(",") if o.strip())
+        raw = env.get("CASCADE_API_QUEUE", "").strip()
+        try:
+            queue = int(raw) if raw else DEFAULT_QUEUE
+        except ValueError:
+            raise ValueError(f"CASCADE_API_QUEUE must be a whole number, got {raw!r}") from None
+        return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue))
+
+
+_DONE = object()
+
+
+@dataclass
+class Run:
+    """One request's generation in a thread of its own, its events handed to the event loop as they come."""
+
+    service: EngineService
+    prompt: str
+    config: Any
+    loop: asyncio.AbstractEventLoop
+    items: asyncio.Queue = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    target_tokens_per_s: float | None = None
+
+    def start(self) -> None:
+        threading.Thread(target=self._work, daemon=True, name="cascade-api-request").start()
+
+    def _put(self, item: Any) -> None:
+        self.loop.call_soon_threadsafe(self.items.put_nowait, item)
+
+    def _work(self) -> None:
+        try:
+            with self.service.lease() as engine:
+                if self.cancelled.is_set():  # the client left while the request waited for an engine
+                    return
+                with closing(engine.generate(self.prompt, self.config)) as events:
+                    for event in events:
+                        if self.cancelled.is_set():
+                            return  # closing the generator frees the engine
+                        if isinstance(event, Summary):
+                            step = engine.tuner.target_step.value
+                            self.target_tokens_per_s = 1.0 / step if step else None
+                        self._put(event)
+        except BaseException as e:  # noqa: BLE001 - handed to the request, which answers in OpenAI's words
+            self._put(e)
+        finally:
+            self._put(_DONE)
+
+    async def next(self) -> Any:
+        return await self.items.get()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+def _error(e: BaseException) -> ApiError:
+    """An engine's exception in OpenAI's words."""
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, PromptError):
+        code = "context_length_exceeded" if "the context holds" in str(e) else None
+        return ApiError(400, str(e), "messages", code)
+    if isinstance(e, ModelError):
+        return ApiError(503, public_message(e), kind="server_error", code="models_unavailable")
+    if isinstance(e, ValueError):
+        return ApiError(400, str(e))
+    log.error("a request failed", exc_info=e)
+    return ApiError(500, "the server failed to answer; whoever runs it can find the details in its log",
+                    kind="server_error")
+
+
+def _sse(payload: Any) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:
+    """The API's routes on `app` (a new FastAPI app if None), over the service's engines."""
+    settings = settings or ApiSettings.from_environment()
+    app = app or FastAPI(title="cascade: an OpenAI-compatible API", docs_url=None, redoc_url=None)
+    waiting = {"n": 0}
+    lock = threading.Lock()
+
+    def check_key(http: HttpRequest) -> None:
+        if not settings.api_key:
+            return
+        given = http.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), settings.api_key.encode()):
+            raise ApiError(401, "a valid API key is required: send it as Authorization: Bearer <key>",
+                           code="invalid_api_key")
+
+    def check_ready() -> None:
+        try:
+            if not service.ready():
+                raise ApiError(503, "the models are loading; try again in a few seconds", kind="server_error",
+                               code="models_loading")
+        except ModelError as e:
+            raise _error(e) from None
+
+    async def body_of(http: HttpRequest) -> Any:
+        raw = await http.body()
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "the request body is not valid JSON") from None
+
+    async def answer(request: Request) -> Any:
+        with lock:
+            if waiting["n"] >= settings.queue:
+                raise ApiError(429, f"{settings.queue} requests are already waiting or running; try again soon",
+                               kind="rate_limit_error", code="queue_full")
+            waiting["n"] += 1
+        run = Run(service, request.prompt, request.config, asyncio.get_running_loop())
+        finished = threading.Event()
+
+        def finish() -> None:
+            """Stop the generation (if it still runs) and free the request's place; once."""
+            run.cancel()
+            if not finished.is_set():
+                finished.set()
+                with lock:
+                    waiting["n"] -= 1
+
+        run.start()
+        try:
+            first = await run.next()  # an error before the first event is an HTTP error, not a broken stream
+            if isinstance(first, BaseException) or first is _DONE:
+                raise _error(first if first is not _DONE else RuntimeError("the generation ended without a summary"))
+            if request.stream:
+                return StreamingResponse(stream(request, run, first, finish), media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                                         background=BackgroundTask(finish))
+            return JSONResponse(await collect(request, run, first))
+        except BaseException:
+            finish()
+            raise
+        finally:
+            if not request.stream:
+                finish()
+
+    async def items(run: Run, first: Any) -> AsyncIterator[Any]:
+        item = first
+        while item is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            item = await run.next()
+
+    async def collect(request: Request, run: Run, first: Any) -> dict[str, Any]:
+        events, summary = [], None
+        async for item in items(run, first):
+            if isinstance(item, TokenEvent):
+                events.append(item)
+            elif isinstance(item, Summary):
+                summary = item
+        if summary is None:
+            raise ApiError(500, "the generation ended without a summary", kind="server_error")
+        return protocol.response(request, events, summary, run.target_tokens_per_s)
+
+    async def stream(request: Request, run: Run, first: Any, finish) -> AsyncIterator[str]:
+        chunks = protocol.Stream(request)
+        try:
+            opening = chunks.first()
+            if opening is not None:
+                yield _sse(opening)
+            async for item in items(run, first):
+                if isinstance(item, TokenEvent):
+                    chunk = chunks.token(item)
+                    if chunk is not None:
+                        yield _sse(chunk)
+                elif isinstance(item, Summary):
+                    for chunk in chunks.last(item, run.target_tokens_per_s):
+                        yield _sse(chunk)
+            yield "data: [DONE]\n\n"
+        except Exception as e:  # noqa: BLE001 - mid-stream, the error goes in the stream, as OpenAI's does
+            yield _sse(_error(e).body())
+        finally:
+            finish()  # a client that left stops its generation here
+
+    @app.exception_handler(ApiError)
+    async def api_error(_http: HttpRequest, e: ApiError) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status)
+
+    @app.get("/v1/models")
+    async def models(http: HttpRequest) -> JSONResponse:
+        check_key(http)
+        config = service.config
+        return JSONResponse(protocol.models_list(model_name(config.draft), model_name(config.target)))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http: HttpRequest) -> Any:
+        check_key(http)
+        request = protocol.chat_request(await body_of(http))
+        check_ready()
+        return await answer(request)
+
+    @app.post("/v1/completions")
+    async def completions(http: HttpRequest) -> Any:
+        check_key(http)
+        request = protocol.completion_request(await body_of(http))
+        check_ready()
+        return await answer(request)
+
+    if settings.cors:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    return app

@@ -1,0 +1,310 @@
+"""The OpenAI-compatible API, through the official `openai` client against the real server, on toy models."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import openai  # noqa: E402
+import uvicorn  # noqa: E402
+from gradio_client import Client  # noqa: E402
+
+from cascade import ModelConfig, ModelError  # noqa: E402
+from cascade.api import protocol  # noqa: E402
+from cascade.api.server import ApiSettings, create_api  # noqa: E402
+from cascade.events import Summary, TokenEvent  # noqa: E402
+from cascade.sampling import log_softmax  # noqa: E402
+from cascade.ui.service import EngineService  # noqa: E402
+
+from .helpers import engine_text, free_port, page_inputs  # noqa: E402
+
+KEY = "test-key-1234"
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about cats."}]
+
+
+class Server:
+    """An app served by uvicorn in a thread, on a free local port."""
+
+    def __init__(self, app) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def service(toy):
+    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512))
+    service.engines()  # loaded (and calibrated) before the first request
+    return service
+
+
+@pytest.fixture(scope="module")
+def server(service):
+    """The page and the API on one port, as app.py serves them, with a key."""
+    import gradio as gr
+
+    from cascade.ui.layout import build_demo
+
+    app = create_api(service, ApiSettings(api_key=KEY, cors=("http://chat.example",)))
+    app = gr.mount_gradio_app(app, build_demo(service.lease, describe_models=service.describe).queue(), path="/")
+    s = Server(app)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0)
+
+
+def engine_run(service, body: dict, chat: bool = True) -> tuple[list[TokenEvent], Summary]:
+    """The engine's own events for the request a body describes, run directly."""
+    request = protocol.chat_request(body) if chat else protocol.completion_request(body)
+    with service.lease() as engine:
+        *events, summary = engine.generate(request.prompt, request.config)
+    return events, summary
+
+
+def body(model="cascade", **extra) -> dict:
+    return {"model": model, "messages": MESSAGES, "max_tokens": 24, **extra}
+
+
+# ---- models, answers, provenance -------------------------------------------------------------------
+
+def test_the_models_are_the_policies_on_offer_with_the_pair_named(client, toy):
+    ids = [m.id for m in client.models.list().data]
+    assert ids == protocol.offered_models() and "cascade" in ids and "seed" not in ids
+    entry = client.models.list().data[0].model_dump()
+    assert entry["cascade"]["draft"] == toy.small.name and entry["cascade"]["target"] == toy.related.name
+
+
+def test_an_answer_is_the_engines_own_with_every_tokens_writer(client, service):
+    answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24,
+                                            extra_body={"cascade": {"threshold": 3}})
+    events, summary = engine_run(service, body(cascade={"threshold": 3}))
+    assert answer.choices[0].message.content == summary.text
+    extension = answer.choices[0].model_dump()["cascade"]["tokens"]
+    accepted = [e for e in events if e.accepted]
+    assert [t["writer"] for t in extension] == [e.source for e in accepted]
+    assert [t["text"] for t in extension] == [e.text for e in accepted]
+    assert answer.usage.completion_tokens == summary.n_tokens and answer.usage.prompt_tokens == summary.prompt_tokens
+    assert answer.choices[0].finish_reason == "length"
+
+
+def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
+    stream = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24, stream=True,
+                                            stream_options={"include_usage": True},
+                                            extra_body={"cascade": {"threshold": 3}})
+    chunks = [c.model_dump() for c in stream]
+    events, summary = engine_run(service, body(cascade={"threshold": 3}))
+    accepted = [e for e in events if e.accepted]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == summary.text and chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    tokens = [t for c in chunks if c["choices"] for t in (c["choices"][0].get("cascade") or {}).get("tokens", [])]
+    assert [(t["writer"], t["position"]) for t in tokens] == [(e.source, e.position) for e in accepted]
+    for t, e in zip(tokens, accepted):
+        assert t["draft_perplexity"] == (pytest.approx(e.draft_ppl) if e.draft_ppl is not None else None)
+    usage = chunks[-1]["usage"]
+    assert chunks[-1]["choices"] == [] and usage["completion_tokens"] == len(accepted)
+    by_target = sum(t["writer"] == "target" for t in tokens)
+    assert usage["cascade"]["n_target_tokens"] == by_target == summary.n_target_tokens
+    assert usage["cascade"]["target_share"] == pytest.approx(by_target / len(tokens))
+    assert usage["cascade"]["draft_n"] == summary.n_drafted and usage["cascade"]["draft_n_accepted"] == \
+        summary.n_draft_tokens
+    assert usage["cascade"]["vs_target"] is not None and usage["cascade"]["vs_target"] > 0
+
+
+def test_settings_in_extra_body_take_effect(client):
+    def share(**cascade) -> float:
+        answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=16,
+                                                extra_body={"cascade": cascade})
+        return answer.usage.model_dump()["cascade"]["target_share"]
+
+    assert share(threshold=1.0) == 1.0  # every token is doubtful at perplexity 1
+    assert share(threshold=1e6) == 0.0
+    assert share(rule="margin", threshold=1.0) == 1.0
+    alone = client.chat.completions.create(model="target", messages=MESSAGES, max_tokens=8)
+    assert {t["writer"] for t in alone.choices[0].model_dump()["cascade"]["tokens"]} == {"target"}
+
+
+def test_logprobs_are_the_writing_models_own(client, service):
+    answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=12, logprobs=True,
+                                            top_logprobs=3, extra_body={"cascade": {"threshold": 3}})
+    content = answer.choices[0].logprobs.content
+    writers = [t["writer"] for t in answer.choices[0].model_dump()["cascade"]["tokens"]]
+    request = protocol.chat_request(body(max_tokens=12, cascade={"threshold": 3}))
+    with service.lease() as engine:
+        *events, _ = engine.generate(request.prompt, request.config)
+        out = [e.token_id for e in events if e.accepted]
+        context = engine.encode_config(request.prompt, request.config).tokens
+        engine.pair.draft.clear()
+        engine.pair.target.clear()
+        draft_rows = engine.pair.draft.advance(context + out[:-1], len(out))
+        target_rows = engine.pair.target.advance(context + out[:-1], len(out))
+    for i, (entry, writer, token) in enumerate(zip(content, writers, out)):
+        row = draft_rows[i] if writer == "draft" else target_rows[i]
+        assert entry.logprob == pytest.approx(log_softmax(row)[token], abs=2e-3)
+        best = np.argsort(-row)[:3]
+        assert [t.logprob for t in entry.top_logprobs] == pytest.approx(list(log_softmax(row)[best]), abs=2e-3)
+
+
+def test_raw_completion_continues_the_text(client, service):
+    completion = client.completions.create(model="draft", prompt="The cat sat on the mat", max_tokens=10)
+    _, summary = engine_run(service, {"model": "draft", "prompt": "The cat sat on the mat", "max_tokens": 10},
+                            chat=False)
+    assert completion.choices[0].text == summary.text and completion.object == "text_completion"
+
+
+def test_a_trailing_assistant_message_is_the_answers_start(client, service):
+    messages = MESSAGES + [{"role": "assistant", "content": "Cats are"}]
+    answer = client.chat.completions.create(model="target", messages=messages, max_tokens=8)
+    _, summary = engine_run(service, {"model": "target", "messages": messages, "max_tokens": 8})
+    assert summary.answer_prefix == "Cats are" and answer.choices[0].message.content == summary.text
+
+
+def test_earlier_turns_go_through_the_chat_template(service):
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                {"role": "user", "content": "And now?"}]
+    request = protocol.chat_request({"model": "target", "messages": messages})
+    with service.lease() as engine:
+        tokens = engine.encode_config(request.prompt, request.config).tokens
+        text = engine.pair.target.llm.detokenize(tokens, special=True).decode()
+    assert ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAnd now?"
+            "<|im_end|>\n<|im_start|>assistant\n") in text
+
+
+# ---- errors -----------------------------------------------------------------------------------------
+
+def post(server, path: str, content: str | bytes, key: str | None = KEY) -> httpx.Response:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    return httpx.post(f"{server.url}{path}", content=content, headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize("content, status, words", [
+    ("{not json", 400, "not valid JSON"),
+    (json.dumps(body(model="gpt-4")), 404, "does not exist"),
+    (json.dumps(body(cascade={"threshold": -1})), 400, "threshold must be between"),
+    (json.dumps({"model": "cascade", "messages": []}), 400, "messages must be a non-empty list"),
+    (json.dumps(body(messages=[{"role": "user", "content": "word " * 600}])), 400, "the context holds 512"),
+    (json.dumps(body(cascade={"policy": "target"})), 400, "cascade.policy is not a setting"),
+    (json.dumps(body(n=2)), 400, "n must be 1"),
+])
+def test_bad_requests_get_openais_error_shape_and_the_server_goes_on(server, content, status, words):
+    r = post(server, "/v1/chat/completions", content)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert words in error["message"] and {"message", "type", "param", "code"} <= set(error)
+    ok = post(server, "/v1/chat/completions", json.dumps(body(max_tokens=4)))
+    assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"]
+
+
+def test_a_wrong_or_missing_key_is_refused(server):
+    for key in ("wrong", None):
+        r = post(server, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=key)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0).models.list()
+
+
+def test_a_browser_client_from_an_allowed_origin_may_call(server):
+    r = httpx.options(f"{server.url}/v1/chat/completions", headers={
+        "Origin": "http://chat.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://chat.example"
+
+
+def test_while_the_models_load_and_after_a_failed_load_requests_get_503(toy):
+    gate = threading.Event()
+
+    def slow_loader(config, progress):
+        gate.wait(10)
+        raise ModelError("the draft model file not found: small.gguf")
+
+    service = EngineService(ModelConfig(draft="small.gguf", target="large.gguf"), loader=slow_loader)
+    s = Server(create_api(service, ApiSettings()))
+    try:
+        r = post(s, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=None)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "models_loading"
+        gate.set()
+        deadline = time.monotonic() + 10
+        while True:
+            r = post(s, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=None)
+            if r.json()["error"]["code"] != "models_loading" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert r.status_code == 503 and "not found: small.gguf" in r.json()["error"]["message"]
+    finally:
+        s.close()
+
+
+# ---- behaving like a server -------------------------------------------------------------------------
+
+def test_a_client_that_leaves_after_three_chunks_frees_the_engine_within_a_second(server, service):
+    engine = service.engines()[0]
+    request = json.dumps(body(max_tokens=400, cascade={"threshold": 1e6}))
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", content=request.replace(
+            '"max_tokens"', '"stream": true, "max_tokens"'), headers=headers, timeout=60) as r:
+        chunks = 0
+        for line in r.iter_lines():
+            chunks += line.startswith("data: ")
+            if chunks == 3:
+                break
+        assert engine.pair.lock.locked(), "the generation should still be running"
+    left = time.monotonic()
+    while engine.pair.lock.locked():
+        assert time.monotonic() - left < 1.0, "the engine was not freed within a second"
+        time.sleep(0.01)
+
+
+def test_ten_streaming_clients_and_a_page_visitor_all_finish_without_cross_talk(server, service, client):
+    prompts = [f"Tell me about animal number {i}." for i in range(10)]
+    expected = {p: engine_run(service, {"model": "cascade", "max_tokens": 12,
+                                        "messages": [{"role": "user", "content": p}]})[1].text for p in prompts}
+    visitor = page_inputs(max_tokens=12)
+    with service.lease() as engine:
+        visitor_text = engine_text(engine, visitor)
+
+    def ask(prompt: str) -> str:
+        stream = client.chat.completions.create(model="cascade", max_tokens=12, stream=True,
+                                                messages=[{"role": "user", "content": prompt}])
+        return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+    with ThreadPoolExecutor(11) as pool:
+        page = pool.submit(lambda: Client(server.url, verbose=False).predict(*visitor, api_name="/generate")[3])
+        answers = dict(zip(prompts, pool.map(ask, prompts)))
+        assert page.result(timeout=300) == visitor_text
+    assert answers == expected
+
+
+def test_logprob_math_of_the_protocol():
+    event = TokenEvent(0, 5, "hi", "draft", "accepted", draft_ppl=4.0, target_ppl=None, t=0.0,
+                       draft_top=(("hi", 0.25), ("ho", 0.2)))
+    entry = protocol.chat_logprob(event, 2)
+    assert entry["logprob"] == pytest.approx(math.log(0.25)) and entry["bytes"] == [104, 105]
+    assert [t["token"] for t in entry["top_logprobs"]] == ["hi", "ho"]
+    assert protocol.writer_logprob(TokenEvent(0, 5, "x", "lookup", "accepted", None, 2.0, 0.0)) == \
+        pytest.approx(-math.log(2.0))
