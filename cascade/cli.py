@@ -132,6 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
 
+    api_bench = sub.add_parser("api-bench", help="the same request through the engine and through the API, "
+                                                  "side by side: tokens/s and when the first token arrives")
+    add_model_flags(api_bench)
+    api_bench.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page],
+                           default="cascade", help="(default %(default)s)")
+    api_bench.add_argument("--max-tokens", type=int, default=128, help="(default %(default)s)")
+    api_bench.add_argument("--rounds", type=int, default=3, help="requests each way, alternating (default %(default)s)")
+    api_bench.add_argument("--prompt", default="Explain in a few sentences how a bicycle stays upright.")
+    api_bench.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
+
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
     workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
@@ -288,6 +298,21 @@ def run_serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_api_bench_command(args: argparse.Namespace) -> int:
+    from .bench.api import measure_api
+
+    if args.rounds < 1 or args.max_tokens < 1:
+        raise ValueError("--rounds and --max-tokens must be at least 1")
+    result = measure_api(model_config(model_flags(args)), args.prompt, args.policy, args.max_tokens, args.rounds,
+                         log=lambda msg: print(msg, file=sys.stderr))
+    print(f"{args.policy}, {args.max_tokens} tokens, {args.rounds} rounds: the API streams at {result.ratio:.3f}x the "
+          f"engine's tokens/s; its first token arrives {result.first_token_delay_ms:+.1f} ms after the engine's "
+          f"(medians)")
+    if args.json:
+        args.json.write_text(json.dumps(result.to_dict(), indent=1))
+    return 0
+
+
 def describe(summary: Summary) -> str:
     acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
     given = (f" after {summary.n_given_tokens} given as the answer's start (read, not written)"
@@ -435,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_tasks_command(args)
         if args.command == "serve":
             return run_serve_command(args)
+        if args.command == "api-bench":
+            return run_api_bench_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

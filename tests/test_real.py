@@ -88,3 +88,41 @@ def test_five_humaneval_problems_target_alone_and_cascade(engine):
     assert target["passed"] >= 3, target["answers"]  # the published pass@1 of this model is 70.7%
     assert target["target_share"] == 1.0 and 0 <= cascade["target_share"] < 0.5
     assert cascade["vs_target"] > 0 and cascade["text_ppl_by_target"] >= 1
+
+
+def test_one_streamed_chat_completion_through_the_api(real_pair):
+    """The OpenAI-compatible API on the real pair: a streamed answer, every token with its writer."""
+    import threading
+    import time
+
+    import openai
+    import uvicorn
+
+    from cascade.api.server import ApiSettings, create_api
+    from cascade.bench.api import free_local_port
+    from cascade.ui.service import EngineService
+
+    draft, target = real_pair
+    service = EngineService(ModelConfig(draft=draft, target=target, n_threads=2, n_ctx=2048), warm=lambda e: None)
+    service.engines()
+    port = free_local_port()
+    server = uvicorn.Server(uvicorn.Config(create_api(service, ApiSettings()), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        stream = client.chat.completions.create(model="cascade", max_tokens=32, stream=True,
+                                                stream_options={"include_usage": True},
+                                                messages=[{"role": "user", "content": "Name three colours."}])
+        chunks = list(stream)
+    finally:
+        server.should_exit = True
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    writers = [t["writer"] for c in chunks if c.choices for t in (c.choices[0].model_extra or {})
+               .get("cascade", {}).get("tokens", [])]
+    usage = chunks[-1].usage
+    assert len(text.split()) >= 3 and len(writers) == usage.completion_tokens <= 32
+    assert set(writers) <= {"draft", "target"} and usage.model_extra["cascade"]["n_target_tokens"] == \
+        writers.count("target")
