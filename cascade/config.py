@@ -124,6 +124,12 @@ class GenerationConfig:
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:
+        # Read back from JSON (a run file, a link, an API body), sequences arrive as lists; a config is
+        # frozen and compared by value, so they are kept as tuples whatever way they came in.
+        if isinstance(self.stop, list):
+            object.__setattr__(self, "stop", tuple(self.stop))
+        if isinstance(self.history, list):
+            object.__setattr__(self, "history", tuple(tuple(t) if isinstance(t, list) else t for t in self.history))
         if self.threshold is None and self.rule in RULE_TABLE:
             object.__setattr__(self, "threshold", RULE_TABLE[self.rule].default)
 
