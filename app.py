@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 
-from cascade.api.server import ApiSettings, create_api
+from cascade.api.server import ApiSettings, create_api, tune_interpreter
 from cascade.settings import add_model_flags, model_config, model_flags
 from cascade.ui.layout import build_demo, engines_router
 from cascade.ui.service import EngineService
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
         demo = page(config.workers)
     import uvicorn
 
+    tune_interpreter()  # the page's and the API's streams hand the GIL to and fro each token
     # `workers` generations run at once, one per engine; other visitors and API requests wait in line.
     host = args.host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))

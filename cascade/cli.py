@@ -283,9 +283,10 @@ def run_serve_command(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .api.server import ApiSettings, create_api
+    from .api.server import ApiSettings, create_api, tune_interpreter
     from .ui.service import EngineService
 
+    tune_interpreter()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     service = EngineService(model_config(model_flags(args)))
     settings = ApiSettings.from_environment()

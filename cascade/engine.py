@@ -83,9 +83,12 @@ class Engine:
             )
         return encoded
 
-    def generate(self, prompt: str, config: GenerationConfig | None = None) -> Iterator[Event]:
+    def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True) -> Iterator[Event]:
         """Yield TokenEvents as decisions are made, then one Summary.
 
+        `score`: the target then reads the finished text for the Summary's quality figures
+        (`text_ppl_by_target`, `target_agreement`), a pass that delays the Summary by a good share of a
+        second; a caller that does not report them (the API) leaves them None and gets its Summary at once.
         The pair's lock is held for the whole generation, so one pair serves one request at a time.
         Closing the generator early (a Stop button) leaves both models ready for the next request.
         """
@@ -97,7 +100,7 @@ class Engine:
         with self.pair.lock:
             if policy.loop is not None:
                 for event in policy.own_loop()(self.pair, prompt, config):
-                    if isinstance(event, Summary) and event.text_ppl_by_target is None and event.text:
+                    if isinstance(event, Summary) and score and event.text_ppl_by_target is None and event.text:
                         event = self._scored(prompt, config, event)
                     yield event
                 return
@@ -108,7 +111,7 @@ class Engine:
             self.pair.draft.clear()
             self.pair.target.clear()
             yield from Generation(self.pair, request.tokens, config, self.tuner if policy.steered else None,
-                                  router=self.router, n_given=request.n_given).run()
+                                  router=self.router, score=score, n_given=request.n_given).run()
 
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
                       answer_prefix: str = "", hidden: bool = False) -> list["Position"]:

@@ -137,6 +137,25 @@ def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
     assert usage["cascade"]["vs_target"] is not None and usage["cascade"]["vs_target"] > 0
 
 
+def test_the_stream_ends_without_waiting_for_the_targets_scoring_pass(client, service, monkeypatch):
+    """No API field reports the target's perplexity of the text, so the API never pays for that pass;
+    the engine's text without it is the same."""
+    from cascade.engine import Generation
+
+    with service.lease() as engine:
+        *_, unscored = engine.generate("Tell me about cats.", score=False)
+        *_, scored = engine.generate("Tell me about cats.")
+    assert unscored.text == scored.text and unscored.text_ppl_by_target is None and unscored.scoring_s == 0
+    assert scored.text_ppl_by_target is not None
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("the API ran the target's scoring pass")
+
+    monkeypatch.setattr(Generation, "score_text", refuse)
+    stream = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
 def test_settings_in_extra_body_take_effect(client):
     def share(**cascade) -> float:
         answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=16,
