@@ -279,3 +279,15 @@ def test_rules_are_compared_at_thresholds_chosen_for_equal_shares(toy, tmp_path)
     assert all(0 <= t <= 1 for t in by_rule["margin"]) and all(t >= 1 for t in by_rule["perplexity"])
     warm = cascade(*args, env=env, timeout=120)  # the thresholds and the answers come from the cache
     assert warm.returncode == 0 and not json.loads((tmp_path / "r.json").read_text())["loaded_models"]
+
+
+def test_a_threshold_is_rounded_only_as_far_as_it_sends_the_same_positions():
+    from cascade.bench.tasks_run import readable_threshold
+    from cascade.rules import RULE_TABLE
+
+    perplexity, margin = RULE_TABLE["perplexity"], RULE_TABLE["margin"]
+    # On code most perplexities lie within a thousandth of 1: three digits ("1") would send them all.
+    scores = [1.0001, 1.0002, 1.0003, 1.0006, 1.2, 3.0]
+    assert readable_threshold(perplexity, 1.00045, scores) == 1.0005  # the same three escalate
+    assert readable_threshold(perplexity, 2.0123456, scores) == 2.01
+    assert readable_threshold(margin, 0.0432109, [0.01, 0.05, 0.9]) == 0.0432

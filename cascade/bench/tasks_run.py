@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from ..config import GenerationConfig, ModelConfig
 from ..events import Summary
 from ..policies import POLICY_TABLE
-from ..rules import RULE_TABLE
+from ..rules import RULE_TABLE, Rule
 from . import sandbox
 from .tasks import CHECK_VERSION, PromptStyle, Task, TasksError, check_answer
 
@@ -434,10 +434,25 @@ def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], styl
     missing = [rule for rule in rules if rule not in curves]
     if missing:
         raise TasksError(f"no teacher-forced curve for the {missing[0]} rule (the learned rule needs a router)")
-    # Three significant digits: a threshold a reader can type, whose share differs from the exact one's by
-    # the positions whose score lies within the rounding.
-    return {rule: sorted({float(f"{curves[rule].threshold_for_share(share):.3g}") for share in shares})
+    return {rule: sorted({readable_threshold(RULE_TABLE[rule], curves[rule].threshold_for_share(share),
+                                             [RULE_TABLE[rule].score(p.reading) for p in positions])
+                          for share in shares})
             for rule in rules}
+
+
+SHARES_VERSION = 2  # 2: thresholds rounded only as far as they send the same positions
+
+
+def readable_threshold(rule: Rule, threshold: float, scores: Sequence[float]) -> float:
+    """The threshold with the fewest significant digits (three at least) that escalates exactly the
+    positions it does. On code most of the draft's perplexities lie within a thousandth of 1, so three
+    digits are not always enough: 1.00043 rounded to 1 would send nearly every token to the big model."""
+    sent = [rule.escalates(s, threshold) for s in scores]
+    for digits in range(3, 13):
+        rounded = float(f"{threshold:.{digits}g}")
+        if [rule.escalates(s, rounded) for s in scores] == sent:
+            return rounded
+    return threshold
 
 
 def _share_thresholds(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle, setup: Setup,
@@ -446,8 +461,8 @@ def _share_thresholds(engine: Callable[[], Any], tasks: Sequence[Task], style: P
     """`thresholds_for_shares` as --thresholds items ("margin:0.1"), kept in the cache beside the answers."""
     (target_config,) = configurations(["target"], max_tokens=max_tokens)
     (target,) = run_tasks(tasks, [target_config], style, engine, setup, cache)
-    key = hashlib.sha256(json.dumps([cache_key(setup, target_config, style), setup.router, [t.task_id for t in tasks],
-                                     list(rules), list(shares)]).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps([SHARES_VERSION, cache_key(setup, target_config, style), setup.router,
+                                     [t.task_id for t in tasks], list(rules), list(shares)]).encode()).hexdigest()[:24]
     path = cache.root / f"shares-{key}.json" if cache.root is not None else None
     if path is not None and path.is_file():
         found = json.loads(path.read_text())
