@@ -65,6 +65,8 @@ def test_the_report_with_the_most_problems_that_measured_the_setting_answers():
     assert found[0].name == "full.json"
     found = nearest([full, sweep], GenerationConfig(policy="speculative"))
     assert found[0].name == "sweep.json"  # only the sweep measured speculative decoding
+    found = nearest([full, sweep], GenerationConfig(threshold=1.6))
+    assert (found[0].name, found[1]["threshold"]) == ("sweep.json", 1.5)  # nearer than the full run's 5
 
 
 def test_no_results_no_sentence_and_bad_files_are_skipped(tmp_path):

@@ -3,7 +3,8 @@
 The figures come from the results files the project ships in `cascade/results/` (each written by
 `python -m cascade tasks --json`), never typed by hand. For a run on the page, the sentence gives the big
 model alone's pass rate, the small one's, and the measured configuration nearest the run's (its policy,
-rule and threshold or k), with that configuration's speed against the big model. It names the problems,
+rule and threshold or k, from whichever shipped report measured it nearest), with that configuration's
+speed against the big model. It names the problems,
 the pair, the machine's threads and the date, and says so when the page's models are not the pair measured.
 """
 
@@ -67,13 +68,12 @@ def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
 
 
 def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report, dict[str, Any]] | None:
-    """The measured configuration nearest the config, from the report with the most problems that has
-    the config's policy (and rule) at all: the same setting if it was measured."""
-    for report in reports:
-        found = report.candidates(config)
-        if found and report.result("target") and report.result("draft"):
-            return report, min(found, key=lambda r: (_distance(r, config), -r["n_tasks"]))
-    return None
+    """The measured configuration nearest the config, over every report that has both models alone
+    beside it (the sentence's baselines come from the same report, so from the same problems): the same
+    setting if one was measured; of equally near ones, the one measured on the most problems."""
+    found = [(report, r) for report in reports if report.result("target") and report.result("draft")
+             for r in report.candidates(config)]
+    return min(found, key=lambda pair: (_distance(pair[1], config), -pair[1]["n_tasks"]), default=None)
 
 
 def pair_words(draft: str, target: str) -> str:
