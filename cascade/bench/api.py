@@ -39,9 +39,10 @@ class ApiSpeed:
 
     @property
     def ratio(self) -> float:
-        """The API's tokens/s over the engine's (medians over the rounds)."""
-        return statistics.median(t.tokens_per_s for t in self.api) / statistics.median(
-            t.tokens_per_s for t in self.engine)
+        """The API's tokens/s over the engine's: the median of each round's ratio (a round's two runs are
+        back to back, so a machine that slows down between rounds moves both)."""
+        return statistics.median(a.tokens_per_s / e.tokens_per_s for a, e in zip(self.api, self.engine)
+                                 if e.tokens_per_s > 0)
 
     @property
     def first_token_delay_ms(self) -> float:
