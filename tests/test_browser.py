@@ -106,7 +106,7 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     assert "What-if" in page.inner_text(".whatif-banner")
     assert page.evaluate(COUNT, ".cascade-text .tok.red") < red  # a higher bar: fewer would go to the big model
     assert page.inner_text(".cascade-summary") == summary  # nothing was regenerated
-    page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
+    page.wait_for_function(f"() => (({CHART_TRACES})() || []).some(t => t.name.startsWith('what-if'))", timeout=15_000)
     traces = chart(page)
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
     assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [RUN_THRESHOLD, WHATIF_THRESHOLD]
@@ -274,7 +274,7 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     assert float(threshold.input_value()) == margin
     page.wait_for_selector('.cascade-output[data-view="whatif"][data-rule="margin"]', timeout=15_000)
     assert f"By the margin rule at threshold {fmt_threshold(margin)}" in page.inner_text(".whatif-banner")
-    page.wait_for_function(f"() => ({CHART_TRACES})().some(t => t.name.startsWith('what-if'))", timeout=15_000)
+    page.wait_for_function(f"() => (({CHART_TRACES})() || []).some(t => t.name.startsWith('what-if'))", timeout=15_000)
     title = page.evaluate("() => document.querySelector('.cascade-chart .js-plotly-plot').layout.yaxis.title.text")
     assert "margin" in title and "below the line" in title
     ARTIFACTS.mkdir(exist_ok=True)

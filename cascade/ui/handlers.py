@@ -191,9 +191,11 @@ def summary_markdown(run: Run) -> str:
     if run.summary is not None:
         after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
         measured = measured_quality(run)
+        # The measured pass rates right under the speed verdict; a comparison's break-even sentence,
+        # which comes later, after them.
         return (f"**{sentences.summary_sentence(run.summary)}**  \n{sentences.summary_details(run.summary)}"
-                + (f"  \n{after}" if after else "")
-                + (f"  \n<span class=\"cascade-quality\">{measured}</span>" if measured else ""))
+                + (f"  \n<span class=\"cascade-quality\">{measured}</span>" if measured else "")
+                + (f"  \n{after}" if after else ""))
     if not run.running:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
