@@ -188,14 +188,19 @@ def _stream(body: Mapping[str, Any]) -> tuple[bool, bool]:
     return stream, bool(options.get("include_usage", False))
 
 
-def chat_request(body: Any) -> Request:
-    """A chat completion request, checked; ApiError names the first thing wrong with it."""
+def _model_and_settings(body: Any) -> tuple[str, dict[str, Any]]:
+    """The body's model id and the engine settings it asks for (both requests' common part)."""
     if not isinstance(body, Mapping):
         raise ApiError(400, "the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str):
         raise ApiError(400, "model is required: one of " + ", ".join(offered_models()), "model")
-    values = _settings(body, model)
+    return model, _settings(body, model)
+
+
+def chat_request(body: Any) -> Request:
+    """A chat completion request, checked; ApiError names the first thing wrong with it."""
+    model, values = _model_and_settings(body)
     system, history, prompt, prefix = conversation(body.get("messages"))
     logprobs, top = _logprobs(body)
     stream, usage = _stream(body)
@@ -206,12 +211,7 @@ def chat_request(body: Any) -> Request:
 
 def completion_request(body: Any) -> Request:
     """A (raw) completion request: the prompt is continued as written."""
-    if not isinstance(body, Mapping):
-        raise ApiError(400, "the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise ApiError(400, "model is required: one of " + ", ".join(offered_models()), "model")
-    values = _settings(body, model)
+    model, values = _model_and_settings(body)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1:
         prompt = prompt[0]
