@@ -14,7 +14,7 @@ import os
 
 from cascade.api.server import ApiSettings, create_api, tune_interpreter
 from cascade.settings import add_model_flags, model_config, model_flags
-from cascade.ui.layout import build_demo, engines_router
+from cascade.ui.layout import build_demo, engines_router, queued
 from cascade.ui.service import EngineService
 
 service = EngineService()
@@ -54,7 +54,7 @@ def server(blocks):
     import gradio as gr
 
     api = create_api(service, ApiSettings.from_environment())
-    return gr.mount_gradio_app(api, blocks.queue(max_size=QUEUE_SIZE), path="/")
+    return gr.mount_gradio_app(api, queued(blocks, max_size=QUEUE_SIZE), path="/")
 
 
 def main(argv=None) -> None:

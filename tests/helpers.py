@@ -124,9 +124,9 @@ def free_port() -> int:
 def serve(provider, describe=lambda: "toy models", concurrency: int = 1, router=None):
     """The page on a free local port, over `provider`; returns (demo, url). Close with demo.close().
     `router()`: the learned rule's router the page offers (None: the page offers no learned rule)."""
-    from cascade.ui.layout import build_demo
+    from cascade.ui.layout import build_demo, queued
 
     demo = build_demo(provider, describe_models=describe, concurrency=concurrency, router=router)
-    _, url, _ = demo.queue().launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+    _, url, _ = queued(demo).launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                                      quiet=True)
     return demo, url

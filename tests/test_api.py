@@ -66,10 +66,10 @@ def server(service):
     """The page and the API on one port, as app.py serves them, with a key."""
     import gradio as gr
 
-    from cascade.ui.layout import build_demo
+    from cascade.ui.layout import build_demo, queued
 
     app = create_api(service, ApiSettings(api_key=KEY, cors=("http://chat.example",)))
-    app = gr.mount_gradio_app(app, build_demo(service.lease, describe_models=service.describe).queue(), path="/")
+    app = gr.mount_gradio_app(app, queued(build_demo(service.lease, describe_models=service.describe)), path="/")
     s = Server(app)
     yield s
     s.close()

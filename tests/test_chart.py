@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 
 import plotly.graph_objects as go
 import pytest
@@ -70,6 +71,18 @@ def test_the_page_gets_the_chart_as_a_plotly_figure():
     assert isinstance(figure, go.Figure)
     assert {t.name for t in figure.data} >= {"what-if: would go to the big model",
                                              "no what-if (not scored by the small model)"}
+
+
+def test_the_page_plot_is_exactly_the_json_the_figure_would_send():
+    # The page sends the spec without building a Figure (its validation is the slow part): the same
+    # points, the same look (the template included), for every rule and for a what-if.
+    for routing, threshold, whatif, rule in ((Routing(SPECULATIVE), 5.0, 1.2, "perplexity"),
+                                             (Routing(CASCADE), 5.0, None, "perplexity"),
+                                             (Routing(CASCADE), 2.0, 1.0, "entropy")):
+        plot = chart.perplexity_plot(routing, threshold, whatif, rule)
+        figure = chart.perplexity_figure(routing, threshold, whatif, rule)
+        assert plot.type == "plotly"
+        assert json.loads(plot.plot) == json.loads(figure.to_json())
 
 
 # ---- by another rule --------------------------------------------------------------------------------

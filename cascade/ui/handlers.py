@@ -15,7 +15,7 @@ import logging
 import tempfile
 import time
 import uuid
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -32,6 +32,7 @@ from ..prompt import PromptError
 from ..rules import RULE_TABLE
 from ..teacher import rule_curves
 from . import chart, quality, rulewords, runfile, sentences, tokens
+from .pump import EventPump
 from .service import SERVER_TROUBLE, public_message
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ log = logging.getLogger(__name__)
 # (a pool: `EngineService.lease`); see `lent_engine`.
 EngineProvider = Callable[[Callable[[str], None]], Any]
 
-# Rebuilding the text and the chart costs a few milliseconds and, while the page's handler does it,
-# the models wait: a few pictures a second look live and keep generation at the engine's own speed.
+# Rebuilding the text and the chart costs a few milliseconds, more as the text grows, and shares the
+# machine with the models (which write on meanwhile, `pump`): a few pictures a second look live.
 UPDATE_EVERY_S = 0.25
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
@@ -119,20 +120,6 @@ STOP_OUTPUTS = ("run", "summary")
 DOWNLOAD_OUTPUTS = ("download",)
 
 
-class Throttle:
-    """True at most once per `every` seconds."""
-
-    def __init__(self, every: float | None = None) -> None:
-        self.every, self.last = UPDATE_EVERY_S if every is None else every, float("-inf")
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        if now - self.last < self.every:
-            return False
-        self.last = now
-        return True
-
-
 def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
     """The request the controls describe. ValueError names a bad setting; an empty seed field is the
     default seed."""
@@ -157,7 +144,7 @@ def run_update(run: Run) -> Update:
     routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
     return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule,
                                               given=run.config.answer_prefix),
-                  chart=chart.perplexity_figure(routing, threshold, run_rule=rule), summary=summary_markdown(run),
+                  chart=chart.perplexity_plot(routing, threshold, run_rule=rule), summary=summary_markdown(run),
                   plain_text=run.answer, run=run, rules_box=gr.update(visible=False))
 
 
@@ -265,19 +252,20 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     except ValueError as e:
         yield message_update(f"Please check the settings: {e}.")
         return
-    events, due = [], Throttle()
+    events: list[TokenEvent] = []
     try:
         with lent_engine(engine_provider, progress) as engine:
             if needs_router(config) and getattr(engine, "router", None) is None:
                 yield message_update(f"Please check the settings: {NO_ROUTER}.")
                 return
             run = Run(prompt, config, models=engine.pair.config)
-            for event in engine.generate(prompt, config):
-                if isinstance(event, Summary):
-                    run = replace(run, events=tuple(events), summary=event, running=False)
-                    break
-                events.append(event)
-                if due():
+            # The engine writes on in its own thread while each picture is drawn and sent.
+            with EventPump(engine.generate(prompt, config)) as pump:
+                for batch in pump.batches(UPDATE_EVERY_S):
+                    events.extend(e for e in batch if not isinstance(e, Summary))
+                    if isinstance(batch[-1], Summary):
+                        run = replace(run, events=tuple(events), summary=batch[-1], running=False)
+                        break
                     yield run_update(replace(run, events=tuple(events)))
     except EngineUnavailable as e:
         yield message_update(str(e))
@@ -307,20 +295,22 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
-    events, due, alone = [], Throttle(), None
+    events: list[TokenEvent] = []
+    alone: Summary | None = None
     try:
         with lent_engine(engine_provider, progress) as engine:
-            # To its end: the stream lets go of the models after its Summary, before the rules read them.
-            with closing(engine.generate(run.prompt, run.config.replace(policy="target"))) as stream:
-                for event in stream:
-                    if isinstance(event, Summary):
-                        alone = event
-                        continue
-                    events.append(event)
-                    if due():
-                        n = sum(e.accepted for e in events)
-                        yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} "
-                                                                       f"tokens so far.", "info"))
+            # To its end (the pump's thread is joined when the block ends): the stream lets go of the
+            # models after its Summary, before the rules read them. Its speed is the comparison's
+            # yardstick, so it too never waits on the page.
+            with EventPump(engine.generate(run.prompt, run.config.replace(policy="target"))) as pump:
+                for batch in pump.batches(UPDATE_EVERY_S):
+                    events.extend(e for e in batch if not isinstance(e, Summary))
+                    if isinstance(batch[-1], Summary):
+                        alone = batch[-1]
+                        break
+                    n = sum(e.accepted for e in events)
+                    yield Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} "
+                                                                   f"tokens so far.", "info"))
             if alone is None:
                 raise RuntimeError("the big model's run ended without a summary")
             numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
@@ -387,7 +377,7 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
     routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
     return Update(text_html=tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold,
                                               run_rule=run_rule, rule=rule, given=run.config.answer_prefix),
-                  chart=chart.perplexity_figure(routing, run_threshold, threshold, run_rule, rule))
+                  chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule))
 
 
 def whatif(threshold: Any, run: Run | None, rule: Any = None) -> tuple:
