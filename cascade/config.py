@@ -120,7 +120,7 @@ class GenerationConfig:
     history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
     # Each token event can carry each model's likeliest tokens at its position (an API's top_logprobs);
     # 0 records none and costs nothing.
-    alternatives: int = _opt(0, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
+    alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:

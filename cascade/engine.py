@@ -260,12 +260,12 @@ class Generation:
         token = int(np.argmax(row)) if q is None else S.draw(q, self.rng_draft)
         position = len(self.out) + len(self.pending)
         reading = self.read(row, token, position, None if states is None else states[0])
-        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.top(row))
+        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.named(reading.top))
 
     def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None) -> DraftReading:
         """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded."""
         started = time.perf_counter()
-        reading = read_row(row, token)
+        reading = read_row(row, token, self.config.alternatives)
         if self.router is not None:
             scoring = time.perf_counter()
             # The last positions before this one: the output's, then the pending proposals'.
@@ -387,10 +387,15 @@ class Generation:
         return self.pair.piece(token)
 
     def top(self, row: np.ndarray) -> Alternatives:
-        """A model's likeliest tokens at a position, if the request asks for them (`alternatives`)."""
+        """The target's likeliest tokens at a position it read, if the request asks for them (`alternatives`)."""
+        return self.named(S.top_tokens(row, self.config.alternatives)) if self.config.alternatives else None
+
+    def named(self, top: Sequence[tuple[int, float]]) -> Alternatives:
+        """Token ids with probabilities as the events carry them: each token's text, as many as asked.
+        (The draft's come from its reading of the row, `read_row`, in the same passes.)"""
         if not self.config.alternatives:
             return None
-        return tuple((self.piece(t), p) for t, p in S.top_tokens(row, self.config.alternatives))
+        return tuple((self.piece(t), p) for t, p in top[:self.config.alternatives])
 
     def tell(self, position: int, token: int, text: str, source: Source, status: Status,
              draft_ppl: float | None, target_ppl: float | None, reading: DraftReading | None = None,

@@ -61,6 +61,8 @@ class TokenEvent:
         d = dataclasses.asdict(self)
         for key in ("draft_ppl", "target_ppl", "draft_entropy"):
             d[key] = _finite(d[key])
+        for key in ("draft_top", "target_top"):  # as JSON gives them back: lists of [text, probability]
+            d[key] = None if d[key] is None else [[text, p] for text, p in d[key]]
         return d
 
 

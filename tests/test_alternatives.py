@@ -1,11 +1,14 @@
-"""Each model's likeliest tokens at a position, recorded on request: the API's top_logprobs."""
+"""Each model's likeliest tokens at a position, recorded with every event (top 5 unless asked otherwise):
+the page's hover and the API's top_logprobs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cascade.sampling import log_softmax, top_tokens
+from cascade import GenerationConfig
+from cascade.rules import read_row
+from cascade.sampling import largest, log_softmax, top_tokens
 
 from .helpers import accepted_ids, run
 
@@ -47,6 +50,49 @@ def test_each_events_alternatives_are_the_models_own_rows(pair_engines, policy):
     assert all(e.draft_top for e in accepted if e.source == "draft")
 
 
-def test_without_asking_no_alternatives_are_recorded(pair_engines):
-    events, _ = run(pair_engines["partly"], PROMPT, policy="cascade", max_tokens=8, chat=False)
+def test_largest_is_a_stable_argsort_and_leaves_the_row_as_it_was():
+    rng = np.random.default_rng(7)
+    row = np.round(rng.standard_normal(5000) * 2, 1).astype(np.float32)  # many ties
+    before = row.copy()
+    for k in (1, 2, 5, 20):
+        assert largest(row, k) == list(np.argsort(-row, kind="stable")[:k])
+    np.testing.assert_array_equal(row, before)
+    assert largest(np.array([1.0, 3.0], dtype=np.float32), 5) == [1, 0]
+
+
+def test_the_drafts_reading_carries_its_top_tokens_from_the_same_passes():
+    rng = np.random.default_rng(5)
+    row = (rng.standard_normal(3000) * 3).astype(np.float32)
+    reading = read_row(row, token=17, k=5)
+    best = np.argsort(-row, kind="stable")[:5]
+    assert [t for t, _ in reading.top] == list(best) and reading.top_token == best[0]
+    np.testing.assert_allclose([p for _, p in reading.top], np.exp(log_softmax(row)[best]), rtol=1e-5)
+    assert (reading.draft_top1, reading.draft_top2) == pytest.approx((reading.top[0][1], reading.top[1][1]))
+    assert len(read_row(row, 17).top) == 2  # top-1 and top-2 are always read
+
+
+def test_every_event_carries_the_drafts_top_five_by_default_at_every_position_it_read(pair_engines):
+    engine = pair_engines["partly"]
+    events, _ = run(engine, PROMPT, policy="speculative", k=3, max_tokens=16, chat=False)
+    assert GenerationConfig().alternatives == 5
+    prompt = engine.encode(PROMPT, chat=False)
+    out = accepted_ids(events)
+    with engine.pair.lock:
+        engine.pair.draft.clear()
+        rows = engine.pair.draft.advance(prompt + out[:-1], len(out))
+    drafted = [e for e in events if e.source == "draft"]
+    assert drafted and any(not e.accepted for e in drafted) and all(e.draft_top for e in drafted)
+    for event in events:
+        if event.draft_top is None:
+            assert event.draft_top1 is None  # only where the draft did not read the position
+            continue
+        assert len(event.draft_top) == 5
+        # (A refused proposal after the first refused one read a context the text did not keep.)
+        if event.accepted:
+            expected = [engine.pair.piece(int(t)) for t in np.argsort(-rows[event.position], kind="stable")[:5]]
+            assert [text for text, _ in event.draft_top] == expected
+
+
+def test_asking_for_none_records_none(pair_engines):
+    events, _ = run(pair_engines["partly"], PROMPT, policy="cascade", max_tokens=8, chat=False, alternatives=0)
     assert all(e.draft_top is None and e.target_top is None for e in events)
