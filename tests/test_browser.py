@@ -350,3 +350,81 @@ def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_
     assert "another pair than this page's models" in summary
     page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
     page.close()
+
+
+def test_hovering_a_token_shows_both_models_likeliest_tokens_side_by_side(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label("Raw: the model continues the text").check()
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    tip = page.locator("body > .cascade-alts")
+
+    # A token the big model wrote: both lists, the written token marked in the big model's.
+    red = page.locator(".cascade-text .tok.red").first
+    written = red.inner_text()
+    red.hover()
+    tip.wait_for(state="visible", timeout=10_000)
+    columns = tip.locator(".alts-columns > div")
+    assert columns.count() == 2
+    small, big = columns.nth(0), columns.nth(1)
+    assert "small model" in small.inner_text() and "big model" in big.inner_text()
+    assert small.locator("tr").count() == 5 and big.locator("tr").count() == 5
+    assert all(re.search(r"\d%$", row) for row in big.locator("tr").all_inner_texts())
+    assert big.locator("tr.chosen").count() == 1 and written.strip() in big.locator("tr.chosen").inner_text()
+    # Its details (who wrote it, how sure each model was) are in the table's head, not a browser tooltip.
+    assert "written by the big model" in tip.locator(".alts-details").inner_text()
+    assert red.get_attribute("title") is None
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-hover.png"))
+
+    # A token the small model wrote alone: its list, and the big model's absent, said so in words.
+    page.mouse.move(0, 0)
+    tip.wait_for(state="hidden", timeout=5_000)
+    page.locator(".cascade-text .tok.draft").first.hover()
+    tip.wait_for(state="visible", timeout=10_000)
+    assert tip.locator(".alts-columns > div").nth(0).locator("tr").count() == 5
+    assert "did not read this position" in tip.locator(".alts-columns > div").nth(1).inner_text()
+    page.close()
+
+
+def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branches_switch_back(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label("Raw: the model continues the text").check()
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    first_text, first_summary = page.inner_text(".cascade-text"), page.inner_text(".cascade-summary")
+    first_points = sum(t["n"] for t in chart(page) if t["meta"] == "tokens")
+
+    # Click a token: its table stays, with each token a choice; choose one the run did not write.
+    token = page.locator(".cascade-text .tok.red").nth(1)
+    token.click()
+    tip = page.locator("body > .cascade-alts")
+    tip.wait_for(state="visible", timeout=10_000)
+    assert "Choose a token" in tip.inner_text()
+    choice = tip.locator(".alts-columns > div").nth(1).locator("tr.choice:not(.chosen)").first
+    chosen = choice.locator("td").first.inner_text().strip("“”")
+    choice.click()
+
+    # The fork runs: its answer starts with the text before that token and the chosen one, given.
+    branches = page.locator(".cascade-branches")
+    branches.wait_for(state="visible", timeout=90_000)
+    finished(page)
+    assert "2 · from 1 at token" in branches.inner_text() and chosen in branches.inner_text()
+    given = page.locator(".cascade-text .tok.given").inner_text()
+    assert given.endswith(chosen) and first_text.startswith(given[:-len(chosen)])
+    assert page.inner_text(".cascade-summary") != first_summary
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-fork.png"), full_page=True)
+
+    # Branch 1 again: its text, chart and numbers, with no generation.
+    branches.locator("label").filter(has_text="1 · ").click()
+    page.wait_for_function("(t) => document.querySelector('.cascade-text')?.innerText === t", arg=first_text,
+                           timeout=15_000)
+    assert page.inner_text(".cascade-summary") == first_summary
+    page.wait_for_function(f"(n) => (({CHART_TRACES})() || []).filter(t => t.meta === 'tokens')"
+                           f".reduce((a, t) => a + t.n, 0) === n", arg=first_points, timeout=15_000)
+    page.close()

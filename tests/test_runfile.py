@@ -19,6 +19,7 @@ from cascade import GenerationConfig
 from cascade.policies import POLICY_TABLE
 from cascade.rules import RULE_TABLE
 from cascade.ui import sentences
+from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html
 
 from .helpers import cascade, engine_for, json_lines, run
@@ -185,10 +186,12 @@ def test_model_text_and_the_prompt_cannot_break_out_of_the_file():
     rest = without_plotly_js(doc)
     assert "<script>alert" not in doc and '<b id="evil">' not in doc and "</SCRIPT >" not in doc
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b id=&quot;evil&quot;&gt;" in rest
-    # Exactly cascade's four scripts, none from the text: Plotly's settings, Plotly, the chart, the data.
+    # Exactly cascade's five scripts, none from the text: Plotly's settings, Plotly, the chart, the data,
+    # the tokens' hover.
     scripts = Scripts(doc).scripts
-    assert [a.get("type") for a, _ in scripts] == [None, None, None, "application/json"]
+    assert [a.get("type") for a, _ in scripts] == [None, None, None, "application/json", None]
     assert "Plotly.newPlot" in scripts[2][1] and scripts[3][0]["id"] == DATA_ID
+    assert scripts[4][1] == standalone_hover_js(".cascade-result")
     # The data element holds no markup at all, and is the whole run, as JSON.
     data = scripts[3][1]
     assert not set("<>&") & set(data)

@@ -16,7 +16,7 @@ import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -34,6 +34,7 @@ from ..teacher import rule_curves
 from . import chart, quality, rulewords, runfile, sentences, tokens
 from .pump import EventPump
 from .service import SERVER_TROUBLE, public_message
+from .style import visible
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class Run:
     # The largest big-model share at which cascade beats the big model alone on this machine (from the
     # engine's measured costs), read after a comparison; None before one, or before any cost was measured.
     break_even: float | None = None
+    # Which run this is, kept through its updates (stopped, compared): the session's branches know it by it.
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)
 
     @property
     def text(self) -> str:
@@ -115,6 +118,7 @@ GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run", "rules
 COMPARE_OUTPUTS = ("compare_html", "numbers", "rules_text", "rules_chart", "summary", "rules_box", "run")
 WHATIF_OUTPUTS = ("text_html", "chart")
 STOP_OUTPUTS = ("run", "summary")
+BRANCH_OUTPUTS = GENERATE_OUTPUTS + ("compare_html", "numbers")
 # After a generation, a comparison or a Stop, the file that keeps the run is written in a step of its
 # own, so that the generation's own time does not include it.
 DOWNLOAD_OUTPUTS = ("download",)
@@ -408,6 +412,94 @@ def needs_router(config: GenerationConfig) -> bool:
     """Whether the request's policy judges draft tokens by the learned rule (which needs a router)."""
     policy = POLICY_TABLE.get(config.policy)
     return config.rule == "learned" and policy is not None and "threshold" in policy.settings
+
+
+# ---- branches: a session's runs, and forks from a token ----------------------------------------------
+
+# Runs a session keeps as branches (each with its events and both models' alternatives); past it, the
+# oldest is let go, and the list says so.
+MAX_BRANCHES = 30
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Where the next run starts from: a position of branch `parent`, and the token chosen there."""
+
+    parent: int
+    position: int
+    was: str  # the token the parent had there
+    chosen: str
+
+
+@dataclass(frozen=True)
+class Branch:
+    number: int  # 1, 2, … in the order of the session
+    run: Run
+    fork: Fork | None = None  # None: a run of its own (Generate), not a fork
+
+    @property
+    def label(self) -> str:
+        if self.fork is None:
+            words = " ".join(self.run.prompt.split())
+            return f"{self.number} · {words[:48] + '…' if len(words) > 48 else words}"
+        f = self.fork
+        return f"{self.number} · from {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
+
+
+def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any) -> tuple[str, Fork]:
+    """A fork from token `position` of `run` with the token `chosen` there: the new run's answer prefix
+    (the run's answer before that token, then the chosen token) and where it forked from. ValueError
+    for a run still writing or a position it has no token at."""
+    if run is None or run.running:
+        raise ValueError("let the run finish (or stop it) before writing on from one of its tokens")
+    if not isinstance(position, int) or isinstance(position, bool) or not isinstance(chosen, str) or not chosen:
+        raise ValueError("choose a token from the list to write on from it")
+    kept = [e for e in run.events if e.accepted]
+    at = [e for e in run.events if e.position == position and e.status != "escalated"]
+    if not at:
+        raise ValueError(f"the run has no token at position {position}")
+    before = "".join(e.text for e in kept if e.position < position)
+    was = next((e.text for e in at if e.accepted), at[0].text)
+    return run.config.answer_prefix + before + chosen, Fork(current or 0, position, was, chosen)
+
+
+def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork | None) -> tuple:
+    """After a run (or its Stop, or its comparison): the session's branches with it, as a new branch or
+    in place of its earlier self; (branches, the list's update, the current branch's number, the pending
+    fork cleared)."""
+    branches = list(branches or [])
+    if run is None:
+        return branches, gr.skip(), gr.skip(), fork
+    mine = next((i for i, b in enumerate(branches) if b.run.id == run.id), None)
+    if mine is not None:
+        branches[mine] = replace(branches[mine], run=run)
+        return branches, gr.skip(), branches[mine].number, fork
+    number = branches[-1].number + 1 if branches else 1
+    branches = (branches + [Branch(number, run, fork)])[-MAX_BRANCHES:]
+    return branches, branches_update(branches, number), number, None
+
+
+def branches_update(branches: Sequence[Branch], current: int) -> Any:
+    labels = [b.label for b in branches]
+    gone = branches[0].number - 1 if branches else 0
+    info = ("Each run of this session; a fork says which run it came from, at which token, with which "
+            "token instead. Choose one to show it again." + (f" (The first {gone} are no longer kept.)" if gone
+                                                           else ""))
+    value = next((b.label for b in branches if b.number == current), None)
+    return gr.update(choices=labels, value=value, visible=len(branches) > 1, info=info)
+
+
+def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
+    """A branch chosen in the list: its text, chart and numbers again, with no generation."""
+    branch = next((b for b in branches or [] if b.label == label), None)
+    if branch is None:
+        return Update().values(BRANCH_OUTPUTS) + (gr.skip(),)
+    run = branch.run
+    compared = sentences.compare_html(run.summary, run.comparison) if run.comparison and run.summary else ""
+    numbers = ({"this_run": run.summary.to_dict(), "big_model_alone": run.comparison.to_dict()}
+               if run.comparison and run.summary else None)
+    update = replace(run_update(run), compare_html=compared, numbers=numbers)
+    return update.values(BRANCH_OUTPUTS) + (branch.number,)
 
 
 def stop(run: Run | None) -> tuple:

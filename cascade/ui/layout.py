@@ -15,9 +15,10 @@ from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
 from . import rulewords, tokens
-from .handlers import (COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS, Update,
-                       WHATIF_OUTPUTS, EngineProvider, make_compare, make_generate, offer_download, rule_changed,
-                       stop, whatif)
+from .handlers import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS,
+                       STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, fork_prefix, make_compare, make_generate,
+                       offer_download, record_branch, rule_changed, show_branch, stop, whatif)
+from .hover import HOVER_JS
 from .link import copy_link_js, read_link
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,15 @@ HOW_TO_READ = """\
   and the measured way of sharing nearest your settings, with its speed. They come from the files the project
   ships (written by `python -m cascade tasks`), name the models measured and the date, and say so when this
   page runs other models. Agreement with the big model is not the same as being right: this is.
+- **What each model considered:** hover a token to see the small model's five likeliest tokens there
+  and, where the big model read that position (it wrote the token or checked it), the big model's five,
+  with their probabilities; the token in the text is marked ▸. Where the big model never read a position
+  (the small model wrote it alone), its list is absent, and the table says so.
+- **Fork from a token:** click a token, then choose one of the listed tokens. A new run starts with the
+  text before that token and your choice as its given start ("The answer starts with", in grey), with the
+  same settings, and writes on from there. **Branches of this session** lists every run: a fork says which
+  run it came from, at which token, and what it chose instead. Choose a branch to show its text, chart and
+  numbers again; nothing is regenerated. A link or a run file of a fork carries its start, so it replays.
 - **The answer starts with** (under "System message and the answer's start"): text you give as the start
   of the answer, such as a code fence; both models read it and write on from it, neither writes it, and it
   is shown in grey. The system message sets the assistant's role in chat mode.
@@ -183,6 +193,8 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
     examples = load_examples()
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         out: dict[str, gr.components.Component] = {"run": gr.State(None)}
+        # The session's runs (handlers.Branch), the one shown, and the fork the next run starts from.
+        branches, current, fork = gr.State([]), gr.State(None), gr.State(None)
         gr.Markdown(INTRO)
         models_md = gr.Markdown("")
         with gr.Row(equal_height=False):
@@ -224,10 +236,12 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                              value="Press **Generate** to start. The first run loads the models, "
                                                    "which can take a while (a download, the first time).",
                                              elem_classes="cascade-summary")
+                out["branches"] = gr.Radio([], label="Branches of this session", visible=False,
+                                           elem_classes="cascade-branches")
                 with gr.Row(equal_height=False):
                     out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.",
                                                                     "info"), label="Answer",
-                                               elem_classes="cascade-text-box", min_width=320)
+                                               elem_classes="cascade-text-box", min_width=320, js_on_load=HOVER_JS)
                     out["chart"] = gr.Plot(label="Chart", show_label=False, elem_classes="cascade-chart",
                                            min_width=320)
                 compare_btn = gr.Button("Compare with the big model alone", variant="secondary")
@@ -255,11 +269,25 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         comparing = compare_btn.click(
             make_compare(engine_provider), inputs=[out["run"]], outputs=outputs(COMPARE_OUTPUTS),
             api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[out["compare_html"]])
+        # A fork: a token chosen in a token's pinned table (hover.py) fills the answer's start and runs.
+        forking = out["text_html"].select(fork_start, inputs=[out["run"], current], outputs=[inputs["answer_prefix"], fork],
+                                          queue=False, show_progress="hidden", api_visibility="private")
+        fork_generating = forking.success(
+            make_generate(engine_provider), inputs=[inputs[name] for name in GENERATE_INPUTS],
+            outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
+            concurrency_id="models", show_progress_on=[out["text_html"]], api_visibility="private")
         stopping = stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS),
-                                  cancels=[generating, comparing], queue=False, api_visibility="private")
-        for event in (generating, comparing, stopping):
+                                  cancels=[generating, comparing, fork_generating], queue=False,
+                                  api_visibility="private")
+        for event in (generating, fork_generating, comparing, stopping):
             event.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
                        show_progress="hidden", api_visibility="private")
+            event.then(record_branch, inputs=[out["run"], branches, fork],
+                       outputs=[branches, out["branches"], current, fork], queue=False, show_progress="hidden",
+                       api_visibility="private")
+        out["branches"].input(show_branch, inputs=[out["branches"], branches],
+                              outputs=outputs(BRANCH_OUTPUTS) + [current], queue=False, show_progress="hidden",
+                              api_visibility="private")
         inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"], inputs["rule"]],
                                    outputs=outputs(WHATIF_OUTPUTS), queue=False, show_progress="hidden",
                                    trigger_mode="always_last", api_visibility="private")
@@ -279,9 +307,21 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                    api_visibility="private")
         autorunning.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
                          show_progress="hidden", api_visibility="private")
+        autorunning.then(record_branch, inputs=[out["run"], branches, fork],
+                         outputs=[branches, out["branches"], current, fork], queue=False, show_progress="hidden",
+                         api_visibility="private")
         if describe_models is not None:
             demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
     return demo
+
+
+def fork_start(run: Any, current: Any, evt: gr.SelectData) -> tuple:
+    """A token chosen in a token's table: the answer's start for the fork, and where it forked from."""
+    try:
+        prefix, chosen = fork_prefix(run, current, evt.index, evt.value)
+    except ValueError as e:
+        raise gr.Error(f"Cannot fork: {e}.") from e
+    return gr.update(value=prefix), chosen
 
 
 def make_rule_changed(router: RouterSource | None = None):

@@ -30,6 +30,7 @@ from ..events import Summary, TokenEvent
 from ..policies import POLICY_TABLE
 from ..rules import RULE_TABLE
 from . import chart, rulewords, sentences, tokens
+from .hover import standalone_hover_js
 from .style import GREY, PURPLE, RED, fmt_threshold
 
 FORMAT, VERSION = "cascade-run", 1
@@ -359,6 +360,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <section class="cascade-about"><h2>When, with what, on what</h2>{_facts(about_rows(models, machine, created))}</section>
 <footer>made with cascade: a small draft model and a big target model writing one text together.</footer>
 <script type="application/json" id="{DATA_ID}">{data}</script>
+<script>{standalone_hover_js(".cascade-result")}</script>
 </body>
 </html>
 """

@@ -9,6 +9,7 @@ before it goes into HTML or into an attribute.
 from __future__ import annotations
 
 import html
+import json
 
 from ..analysis import Routing, Slot, as_rule
 from ..events import TokenEvent
@@ -76,9 +77,26 @@ def token_title(slot: Slot, rule: Rule | str = "perplexity") -> str:
     return "\n".join(lines)
 
 
-def _span(text: str, title: str, cls: str, style: str = "") -> str:
+def _span(text: str, title: str, cls: str, style: str = "", alternatives: str = "") -> str:
     style_attr = f' style="{style}"' if style else ""
-    return f'<span class="{cls}" title="{html.escape(title)}"{style_attr}>{html.escape(text)}</span>'
+    alt_attr = f' data-alt="{html.escape(alternatives)}"' if alternatives else ""
+    return f'<span class="{cls}" title="{html.escape(title)}"{style_attr}{alt_attr}>{html.escape(text)}</span>'
+
+
+def _percent(p: float) -> float:
+    return float(f"{100 * p:.3g}")
+
+
+def alternatives_data(event: TokenEvent) -> str:
+    """What the hover shows beside a token (`hover.py`): each model's likeliest tokens at its position,
+    as compact JSON `[draft, target, position]`, each list [text, percent] likeliest first, or null where
+    that model did not read the position; "" when neither did. Data the hover reads, not markup: about
+    120 characters a token for two top-5 lists."""
+    lists = [None if top is None else [[text, _percent(p)] for text, p in top]
+             for top in (event.draft_top, event.target_top)]
+    if lists == [None, None]:
+        return ""
+    return json.dumps(lists + [event.position], ensure_ascii=False, separators=(",", ":"))
 
 
 def _discarded(event: TokenEvent) -> str:
@@ -87,7 +105,9 @@ def _discarded(event: TokenEvent) -> str:
     title = (f"{visible(event.text)}: {proposed}, "
              f"then {'rejected' if event.status == 'rejected' else 'rolled back'} by the big model "
              f"(its perplexity {fmt_ppl(event.target_ppl)}); not part of the text")
-    return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}">'
+    data = alternatives_data(event)
+    alt_attr = f' data-alt="{html.escape(data)}"' if data else ""
+    return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}"{alt_attr}>'
             f"{html.escape(event.text)}</s>")
 
 
@@ -138,7 +158,7 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
         else:
             cls, style, words = _whatif_look(slot, whatif, rule, named=rule != run_rule)
             title += "\n" + words
-        parts.append(_span(event.text, title, cls, style))
+        parts.append(_span(event.text, title, cls, style, alternatives_data(event)))
     return "".join(parts)
 
 

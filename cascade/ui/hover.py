@@ -1,0 +1,148 @@
+"""What each model considered at a token: the hover over the answer, both models' likeliest tokens side
+by side.
+
+The server sends each token's lists as data (`tokens.alternatives_data`, a `data-alt` attribute); this
+script, run once by the answer's `gr.HTML` (`js_on_load`), draws one floating table for whichever token
+the pointer is on, by event delegation on the component, so the text can be replaced at every update
+without re-binding anything. A token's own hover text (who wrote it, how sure each model was) moves from
+its `title` into the table's head, so the browser's tooltip does not cover it. Model text goes in with
+`textContent`, never as markup.
+
+Clicking a token pins its table; choosing one of its tokens there forks the run: the component's
+`select` event (Gradio's own, `trigger("select", ...)`) carries the position and the chosen text to the
+page (`handlers.fork_prefix`), which starts a new branch from there. A saved run (`runfile.py`) runs the
+same script with no `trigger`: its hover shows both lists, and a click does nothing.
+"""
+
+from __future__ import annotations
+
+from .style import GREY, RED
+
+HOVER_JS = """
+// One table for the page, however often the component is mounted.
+const tip = document.querySelector("body > .cascade-alts") || document.createElement("div");
+tip.className = "cascade-alts";
+tip.setAttribute("role", "tooltip");
+tip.style.cssText = "position:fixed;z-index:1000;display:none;max-width:min(560px,95vw);padding:8px 10px;" +
+  "background:var(--background-fill-primary,#fff);color:var(--body-text-color,#222);" +
+  "border:1px solid rgba(128,128,128,.45);border-radius:8px;box-shadow:0 4px 14px rgba(0,0,0,.18);" +
+  "font-size:.85em;line-height:1.35;pointer-events:none";
+document.body.appendChild(tip);
+
+const shown = (text) => "\\u201c" + text.replace(/\\n/g, "\\u21b5").replace(/\\t/g, "\\u21e5") + "\\u201d";
+
+let pinned = null;
+
+function choose(token, text) {
+  const lists = JSON.parse(token.dataset.alt);
+  hide();
+  trigger("select", {index: lists[2], value: text});
+}
+
+function column(title, items, chosen, colour, token) {
+  const box = document.createElement("div");
+  box.style.cssText = "flex:1 1 0;min-width:150px";
+  const head = document.createElement("div");
+  head.style.cssText = "font-weight:600;margin-bottom:3px" + (colour ? ";color:" + colour : "");
+  head.textContent = title;
+  box.appendChild(head);
+  if (!items) {
+    const none = document.createElement("div");
+    none.style.color = "__GREY__";
+    none.textContent = "did not read this position";
+    box.appendChild(none);
+    return box;
+  }
+  const table = document.createElement("table");
+  table.style.cssText = "border-collapse:collapse;width:100%";
+  for (const [text, pct] of items) {
+    const row = table.insertRow();
+    row.className = text === chosen ? "chosen" : "";
+    const t = row.insertCell(), p = row.insertCell();
+    t.textContent = (text === chosen ? "\\u25b8 " : "") + shown(text);
+    p.textContent = pct + "%";
+    t.style.cssText = "padding:1px 8px 1px 0;white-space:pre" + (text === chosen ? ";font-weight:600" : "");
+    p.style.cssText = "padding:1px 0;text-align:right;font-variant-numeric:tabular-nums";
+    if (token) {  // pinned: each row is a choice
+      row.classList.add("choice");
+      row.tabIndex = 0;
+      row.title = "write on from here with " + shown(text) + " (a new branch)";
+      row.style.cursor = "pointer";
+      row.addEventListener("click", (e) => { e.stopPropagation(); choose(token, text); });
+      row.addEventListener("keydown", (e) => { if (e.key === "Enter") choose(token, text); });
+      row.addEventListener("mouseenter", () => { row.style.background = "rgba(128,128,128,.15)"; });
+      row.addEventListener("mouseleave", () => { row.style.background = ""; });
+    }
+  }
+  box.appendChild(table);
+  return box;
+}
+
+function hide() {
+  pinned = null;
+  tip.style.display = "none";
+  tip.style.pointerEvents = "none";
+}
+
+function show(token, pin) {
+  if (token.hasAttribute("title")) {  // its details move into the table's head
+    token.dataset.details = token.getAttribute("title");
+    token.removeAttribute("title");
+  }
+  let lists;
+  try { lists = JSON.parse(token.dataset.alt); } catch (e) { return; }
+  const chosen = token.textContent;
+  tip.replaceChildren();
+  const details = document.createElement("div");
+  details.className = "alts-details";
+  details.style.cssText = "white-space:pre-line;margin-bottom:6px";
+  details.textContent = token.dataset.details || "";
+  const cols = document.createElement("div");
+  cols.className = "alts-columns";
+  cols.style.cssText = "display:flex;gap:14px";
+  const choice = pin ? token : null;
+  cols.appendChild(column("small model's likeliest", lists[0], chosen, "", choice));
+  cols.appendChild(column("big model's likeliest", lists[1], chosen, "__RED__", choice));
+  tip.append(details, cols);
+  const hint = document.createElement("div");
+  hint.className = "alts-hint";
+  hint.style.cssText = "margin-top:6px;color:__GREY__";
+  hint.textContent = pin ? "Choose a token to write on from it: a new branch, with the same settings."
+                         : "Click the token to write on from one of these.";
+  tip.appendChild(hint);
+  pinned = pin ? token : null;
+  tip.style.pointerEvents = pin ? "auto" : "none";
+  tip.style.display = "block";
+  const r = token.getBoundingClientRect(), w = tip.offsetWidth, h = tip.offsetHeight;
+  const left = Math.max(4, Math.min(r.left, window.innerWidth - w - 4));
+  const below = r.bottom + 6 + h <= window.innerHeight;
+  tip.style.left = left + "px";
+  tip.style.top = (below ? r.bottom + 6 : Math.max(4, r.top - h - 6)) + "px";
+}
+
+const tokenAt = (e) => {
+  const token = e.target.closest && e.target.closest("[data-alt]");
+  return token && element.contains(token) ? token : null;
+};
+element.addEventListener("mouseover", (e) => {
+  const token = tokenAt(e);
+  if (token && !pinned) show(token, false);
+});
+element.addEventListener("mouseout", (e) => {
+  const token = tokenAt(e);
+  if (token && !pinned && !token.contains(e.relatedTarget)) hide();
+});
+element.addEventListener("click", (e) => {
+  const token = tokenAt(e);
+  if (!token || !trigger) return;  // a saved run (no page to fork on) only shows
+  e.stopPropagation();
+  if (pinned === token) hide(); else show(token, true);
+});
+document.addEventListener("click", (e) => { if (pinned && !tip.contains(e.target)) hide(); });
+document.addEventListener("keydown", (e) => { if (e.key === "Escape" && pinned) hide(); });
+""".replace("__GREY__", GREY).replace("__RED__", RED)
+
+
+def standalone_hover_js(selector: str) -> str:
+    """The hover for a page without Gradio (a saved run): on the element `selector` names, no forks."""
+    return f"(function (element, trigger) {{{HOVER_JS}}})(document.querySelector({selector!r}), null);"

@@ -1,0 +1,121 @@
+"""Forks from a token and the session's branches (`cascade.ui.handlers`): the answer's start a fork
+gives the engine, what the list says of each branch, and a branch shown again without generating."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cascade import GenerationConfig
+from cascade.ui.handlers import (BRANCH_OUTPUTS, MAX_BRANCHES, Branch, Fork, Run, fork_prefix, record_branch,
+                                 show_branch)
+
+from .helpers import engine_for
+
+PROMPT = "The cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def engine(toy):
+    return engine_for(toy.small, toy.related)
+
+
+def finished(engine, **settings) -> Run:
+    config = GenerationConfig(**{"chat": False, "max_tokens": 24, **settings})
+    *events, summary = engine.generate(PROMPT, config)
+    return Run(PROMPT, config, tuple(events), summary, running=False)
+
+
+def test_a_fork_starts_from_the_answer_before_the_token_and_the_chosen_one(engine):
+    run = finished(engine, answer_prefix="Once")
+    kept = [e for e in run.events if e.accepted]
+    at = kept[5]
+    prefix, fork = fork_prefix(run, 1, at.position, " dog")
+    assert prefix == "Once" + "".join(e.text for e in kept[:5]) + " dog"
+    assert fork == Fork(parent=1, position=at.position, was=at.text, chosen=" dog")
+
+
+def test_a_fork_is_refused_in_words_for_a_run_still_writing_or_a_position_it_lacks(engine):
+    run = finished(engine)
+    with pytest.raises(ValueError, match="finish"):
+        fork_prefix(Run(PROMPT, run.config, run.events), 1, 0, "x")
+    with pytest.raises(ValueError, match="no token at position 999"):
+        fork_prefix(run, 1, 999, "x")
+    for position, chosen in ((None, "x"), ("3", "x"), (True, "x"), (0, ""), (0, None)):
+        with pytest.raises(ValueError, match="choose a token"):
+            fork_prefix(run, 1, position, chosen)
+    with pytest.raises(ValueError):
+        fork_prefix(None, 1, 0, "x")
+
+
+def test_a_greedy_fork_with_the_runs_own_token_writes_the_runs_text(engine):
+    run = finished(engine, policy="cascade", threshold=5.0)
+    kept = [e for e in run.events if e.accepted]
+    for i in (1, 4, 9):
+        prefix, _ = fork_prefix(run, 1, kept[i].position, kept[i].text)
+        again = finished(engine, policy="cascade", threshold=5.0, answer_prefix=prefix,
+                         max_tokens=24 - (i + 1))
+        assert prefix + again.summary.text == run.summary.text
+
+
+def test_a_fork_with_another_token_writes_on_from_that_text_as_given(engine):
+    run = finished(engine, policy="target")
+    kept = [e for e in run.events if e.accepted]
+    alternative = next(text for text, _ in kept[3].target_top if text != kept[3].text)
+    prefix, _ = fork_prefix(run, 1, kept[3].position, alternative)
+    forked = finished(engine, policy="target", answer_prefix=prefix, max_tokens=8)
+    # The big model's own greedy continuation of the prompt and that text, read as context: the given
+    # start is read, never written.
+    context = engine.encode(PROMPT, chat=False, answer_prefix=prefix)
+    written = []
+    with engine.pair.lock:
+        engine.pair.target.clear()
+        for _ in range(8):
+            written.append(int(np.argmax(engine.pair.target.advance(context + written, 1)[0])))
+            if engine.pair.is_end_of_generation(written[-1]):
+                break
+    assert [e.token_id for e in forked.events if e.accepted] == written
+    assert forked.summary.answer_prefix == prefix
+
+
+def test_branches_are_numbered_say_where_they_forked_and_update_in_place(engine):
+    first = finished(engine)
+    branches, radio, current, fork = record_branch(first, [], None)
+    assert [b.number for b in branches] == [1] and current == 1 and radio["visible"] is False
+    pending = Fork(parent=1, position=4, was=" sat", chosen=" lay")
+    second = finished(engine, answer_prefix=" lay")
+    branches, radio, current, fork = record_branch(second, branches, pending)
+    assert current == 2 and fork is None and radio["visible"] is True
+    assert radio["choices"][1] == "2 · from 1 at token 4: “ sat” → “ lay”"
+    assert radio["value"] == radio["choices"][1]
+    # The same run again (stopped, or compared): in its place, not a new branch.
+    compared = Run(second.prompt, second.config, second.events, second.summary, running=False,
+                   comparison=first.summary, id=second.id)
+    branches, _, current, _ = record_branch(compared, branches, None)
+    assert len(branches) == 2 and branches[1].run.comparison is first.summary and current == 2
+    # A failed run (no run) leaves the list as it was.
+    assert record_branch(None, branches, None)[0] == branches
+
+
+def test_the_list_keeps_the_latest_branches_and_says_how_many_it_let_go(engine):
+    run = finished(engine)
+    branches: list[Branch] = []
+    for i in range(MAX_BRANCHES + 3):
+        branches, radio, current, _ = record_branch(Run(PROMPT, run.config, run.events, run.summary, running=False),
+                                                    branches, None)
+    assert len(branches) == MAX_BRANCHES and branches[0].number == 4 and current == MAX_BRANCHES + 3
+    assert "first 3 are no longer kept" in radio["info"]
+
+
+def test_showing_a_branch_brings_back_its_text_chart_and_numbers_without_generating(engine):
+    first, second = finished(engine), finished(engine, answer_prefix=" lay")
+    branches = record_branch(first, [], None)[0]
+    branches = record_branch(second, branches, Fork(1, 2, "a", "b"))[0]
+    values = show_branch(branches[0].label, branches)
+    shown = dict(zip(BRANCH_OUTPUTS + ("current",), values))
+    assert shown["run"] is first and shown["current"] == 1
+    assert shown["plain_text"] == first.answer
+    assert json.loads(shown["chart"].plot)["data"]
+    assert show_branch("no such branch", branches)[-1] is not None  # left as it is (a skip)
