@@ -421,20 +421,25 @@ class Generation:
         started = time.perf_counter()
         seen = dict(self.target_seen)
         missing = [i for i in range(len(self.out)) if i not in seen]
+        tops: dict[int, list[tuple[int, float]]] = {}
         if missing:
-            seen.update(target_view(self.pair.target, self.prompt, self.out, missing[0]))
+            seen.update(target_view(self.pair.target, self.prompt, self.out, missing[0],
+                                    alternatives=self.config.alternatives, tops=tops))
         ppl, agreement = quality(seen[i] for i in range(len(self.out)))
+        scored_top = tuple((i, self.named(tops[i])) for i in missing if i in tops)
         return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
-                                   scoring_s=time.perf_counter() - started)
+                                   scoring_s=time.perf_counter() - started, scored_top=scored_top)
 
 
 SCORING_CHUNK = 32  # rows a scoring call asks for at most (each row is the whole vocabulary)
 
 
-def target_view(target, prompt: Sequence[int], out: Sequence[int], first: int = 0) -> dict[int, tuple[float, bool]]:
+def target_view(target, prompt: Sequence[int], out: Sequence[int], first: int = 0, alternatives: int = 0,
+                tops: dict[int, list[tuple[int, float]]] | None = None) -> dict[int, tuple[float, bool]]:
     """For output positions from `first` on: (the target's log-probability of the token written there,
     whether it is the target's own greedy choice), read in chunks of SCORING_CHUNK positions. The
-    target's cache keeps what it already holds of the prompt and the text before `first`."""
+    target's cache keeps what it already holds of the prompt and the text before `first`. With
+    `alternatives` and a `tops` dict, each position's likeliest tokens are put in it too."""
     out_view: dict[int, tuple[float, bool]] = {}
     for start in range(first, len(out), SCORING_CHUNK):
         end = min(start + SCORING_CHUNK, len(out))
@@ -443,6 +448,8 @@ def target_view(target, prompt: Sequence[int], out: Sequence[int], first: int = 
         for j, row in enumerate(rows):
             token = out[start + j]
             out_view[start + j] = (S.token_logprob(row, token), int(np.argmax(row)) == token)
+            if alternatives and tops is not None:
+                tops[start + j] = S.top_tokens(row, alternatives)
     return out_view
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal, Sequence, Union
 
 # Who proposed a token: the draft model, the target itself, or prompt lookup (copied from earlier in the
 # text; the target checked it before it counted).
@@ -122,6 +122,10 @@ class Summary:
     # prompt_tokens, and n_given_tokens counts them.
     answer_prefix: str = ""
     n_given_tokens: int = 0
+    # The target's likeliest tokens at the output positions it first read in that scoring pass (after the
+    # run, so no event could carry them): (position, [token_text, probability] likeliest first) pairs,
+    # as many as the request asked for (`GenerationConfig.alternatives`). `complete_events` adds them.
+    scored_top: tuple[tuple[int, Alternatives], ...] = ()
 
     @property
     def answer(self) -> str:
@@ -162,8 +166,19 @@ class Summary:
                  tokens_per_s=self.tokens_per_s, writing_tokens_per_s=self.writing_tokens_per_s,
                  overhead_s=self.overhead_s, text_ppl_by_target=_finite(self.text_ppl_by_target),
                  # JSON's keys are text: the call sizes as "5": 12
-                 call_sizes={model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()})
+                 call_sizes={model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()},
+                 scored_top=[[position, [[text, p] for text, p in top]] for position, top in self.scored_top])
         return d
 
 
 Event = Union[TokenEvent, Summary]
+
+
+def complete_events(events: Sequence[TokenEvent], summary: Summary | None) -> list[TokenEvent]:
+    """`events` with the target's likeliest tokens from the Summary's scoring pass where the target read a
+    kept token's position only then (`Summary.scored_top`): every position the target read, shown alike."""
+    scored = dict(summary.scored_top) if summary is not None else {}
+    if not scored:
+        return list(events)
+    return [dataclasses.replace(e, target_top=scored[e.position])
+            if e.accepted and e.target_top is None and e.position in scored else e for e in events]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cascade import GenerationConfig
+from cascade.events import complete_events
 from cascade.rules import read_row
 from cascade.sampling import largest, log_softmax, top_tokens
 
@@ -96,3 +97,25 @@ def test_every_event_carries_the_drafts_top_five_by_default_at_every_position_it
 def test_asking_for_none_records_none(pair_engines):
     events, _ = run(pair_engines["partly"], PROMPT, policy="cascade", max_tokens=8, chat=False, alternatives=0)
     assert all(e.draft_top is None and e.target_top is None for e in events)
+
+
+def test_the_scoring_pass_gives_the_big_models_top_five_where_it_read_the_text_only_then(pair_engines):
+    engine = pair_engines["partly"]
+    events, summary = run(engine, PROMPT, policy="cascade", threshold=50.0, max_tokens=16, chat=False)
+    accepted = [e for e in events if e.accepted]
+    alone = [e.position for e in accepted if e.target_top is None]
+    assert alone and {p for p, _ in summary.scored_top} == set(alone)  # exactly the positions it lacked
+    completed = [e for e in complete_events(events, summary) if e.accepted]
+    assert all(e.target_top for e in completed)
+    out = accepted_ids(events)
+    prompt = engine.encode(PROMPT, chat=False)
+    with engine.pair.lock:
+        engine.pair.target.clear()
+        rows = engine.pair.target.advance(prompt + out[:-1], len(out))
+    for event in completed:
+        best = np.argsort(-rows[event.position], kind="stable")[:5]
+        assert [text for text, _ in event.target_top] == [engine.pair.piece(int(t)) for t in best]
+    assert complete_events(events, None) == list(events)
+    # In the JSON, as lists (as a run file gives them back).
+    assert summary.to_dict()["scored_top"][0] == [summary.scored_top[0][0],
+                                                   [list(x) for x in summary.scored_top[0][1]]]

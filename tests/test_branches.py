@@ -3,7 +3,9 @@ gives the engine, what the list says of each branch, and a branch shown again wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 
 import numpy as np
 import pytest
@@ -119,3 +121,22 @@ def test_showing_a_branch_brings_back_its_text_chart_and_numbers_without_generat
     assert shown["plain_text"] == first.answer
     assert json.loads(shown["chart"].plot)["data"]
     assert show_branch("no such branch", branches)[-1] is not None  # left as it is (a skip)
+
+
+def test_twenty_long_branches_keep_the_page_quick(engine):
+    # 20 branches of 500 tokens each (with both models' alternatives): recording one more and showing any
+    # of them again is the page's work only, and stays well under what a visitor would notice.
+    base = finished(engine, max_tokens=50)
+    events = tuple(dataclasses.replace(e, position=e.position + 50 * i) for i in range(10) for e in base.events)
+    branches: list[Branch] = []
+    for i in range(20):
+        run = Run(PROMPT, base.config, events, base.summary, running=False)
+        started = time.perf_counter()
+        branches, *_ = record_branch(run, branches, Fork(i, 3, "a", "b") if i else None)
+        assert time.perf_counter() - started < 0.05
+    slowest = 0.0
+    for branch in branches:
+        started = time.perf_counter()
+        show_branch(branch.label, branches)
+        slowest = max(slowest, time.perf_counter() - started)
+    assert slowest < 1.0, f"showing a branch took {slowest:.2f} s"

@@ -85,3 +85,21 @@ def test_the_page_queue_polls_at_the_page_s_intervals():
     queue = queued(demo, max_size=3)._queue
     assert (queue.sleep_when_free, queue.progress_update_sleep_when_free, queue.max_size) == (
         QUEUE_POLL_S, PROGRESS_POLL_S, 3)
+
+
+def test_pictures_come_further_apart_as_drawing_them_costs_more(monkeypatch):
+    from cascade.ui import handlers
+
+    pacer = handlers.Pacer()
+    assert pacer.interval() == handlers.UPDATE_EVERY_S  # nothing drawn yet: the page's own pace
+    monkeypatch.setattr(handlers, "run_update", lambda run: time.sleep(0.02) or "drawn")
+    assert pacer.draw(None) == "drawn"
+    assert pacer.interval() == pytest.approx(handlers.DRAW_SHARE * pacer.cost) and pacer.interval() >= 1.0
+
+
+def test_the_interval_may_change_between_batches():
+    gaps = iter([0.0, 0.35] + [0.0] * 10)
+    with EventPump(counting(6, every=0.1)) as pump:
+        stamps = [(time.monotonic(), list(b)) for b in pump.batches(lambda: next(gaps))]
+    assert stamps[1][0] - stamps[0][0] >= 0.33 and len(stamps[1][1]) >= 3  # waited, and took all that came
+    assert [e for _, b in stamps for e in b] == list(range(6))

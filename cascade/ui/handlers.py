@@ -25,7 +25,7 @@ import gradio as gr
 from ..analysis import Routing
 from ..config import GenerationConfig, ModelConfig
 from ..engine import Engine
-from ..events import Summary, TokenEvent
+from ..events import Summary, TokenEvent, complete_events
 from ..models import ModelError
 from ..policies import POLICY_TABLE
 from ..prompt import PromptError
@@ -43,8 +43,27 @@ log = logging.getLogger(__name__)
 EngineProvider = Callable[[Callable[[str], None]], Any]
 
 # Rebuilding the text and the chart costs a few milliseconds, more as the text grows, and shares the
-# machine with the models (which write on meanwhile, `pump`): a few pictures a second look live.
+# machine with the models (which write on meanwhile, `pump`): a few pictures a second look live. As the
+# text grows, pictures come further apart, so that drawing them takes at most 1/DRAW_SHARE of the time
+# (with Gradio's own work on each, about as much again): at 1,000 tokens one took 11 ms on the real pair.
 UPDATE_EVERY_S = 0.25
+DRAW_SHARE = 50
+
+
+class Pacer:
+    """How long to wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times the last one's cost."""
+
+    def __init__(self) -> None:
+        self.cost = 0.0
+
+    def interval(self) -> float:
+        return max(UPDATE_EVERY_S, DRAW_SHARE * self.cost)
+
+    def draw(self, run: "Run") -> "Update":
+        started = time.perf_counter()
+        update = run_update(run)
+        self.cost = time.perf_counter() - started
+        return update
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
 SETTINGS = ("policy", "rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
@@ -264,13 +283,16 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
                 return
             run = Run(prompt, config, models=engine.pair.config)
             # The engine writes on in its own thread while each picture is drawn and sent.
+            pacer = Pacer()
             with EventPump(engine.generate(prompt, config)) as pump:
-                for batch in pump.batches(UPDATE_EVERY_S):
+                for batch in pump.batches(pacer.interval):
                     events.extend(e for e in batch if not isinstance(e, Summary))
                     if isinstance(batch[-1], Summary):
-                        run = replace(run, events=tuple(events), summary=batch[-1], running=False)
+                        # The big model's alternatives where it first read the text after the run.
+                        run = replace(run, events=tuple(complete_events(events, batch[-1])), summary=batch[-1],
+                                      running=False)
                         break
-                    yield run_update(replace(run, events=tuple(events)))
+                    yield pacer.draw(replace(run, events=tuple(events)))
     except EngineUnavailable as e:
         yield message_update(str(e))
         return

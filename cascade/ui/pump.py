@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import closing
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..events import Event
 
@@ -55,18 +55,21 @@ class EventPump:
                 self._done = True
                 self._changed.notify()
 
-    def batches(self, every: float) -> Iterator[Sequence[Event]]:
-        """The events in order, in batches at most one per `every` seconds (the first as soon as there is
-        one; the last as soon as the generation ends). An exception of the generation is raised here."""
+    def batches(self, every: float | Callable[[], float]) -> Iterator[Sequence[Event]]:
+        """The events in order, in batches at most one per `every` seconds (a number, or a function asked
+        before each batch; the first as soon as there is one, the last as soon as the generation ends).
+        An exception of the generation is raised here."""
+        interval = every if callable(every) else (lambda: every)
         taken, last = 0, float("-inf")
         while True:
+            gap = interval()
             with self._changed:
                 while taken == len(self._received) and not self._done:
                     self._changed.wait()
-                wait = last + every - time.monotonic()
+                wait = last + gap - time.monotonic()
                 while wait > 0 and not self._done:
                     self._changed.wait(wait)
-                    wait = last + every - time.monotonic()
+                    wait = last + gap - time.monotonic()
                 batch, done = self._received[taken:], self._done
             taken, last = taken + len(batch), time.monotonic()
             if batch:
