@@ -282,6 +282,14 @@ def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_pa
                 "() => JSON.parse(document.querySelector('script[type=\"application/json\"]').textContent)")
             assert record["events"] == [e.to_dict() for e in events]
             assert record["summary"] == summary.to_dict()
+            # The hover shows both models' likeliest tokens, as on the page; a click forks nothing here.
+            page.hover(".cascade-text .tok.red")
+            tip = page.locator("body > .cascade-alts")
+            tip.wait_for(state="visible", timeout=5_000)
+            assert tip.locator(".alts-columns > div").count() == 2 and tip.locator("tr").count() == 10
+            page.click(".cascade-text .tok.red")
+            assert tip.locator("tr.choice").count() == 0
+            page.mouse.move(0, 0)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "run-file.png"), full_page=True)
         finally:
