@@ -142,6 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     api_bench.add_argument("--prompt", default="Explain in a few sentences how a bicycle stays upright.")
     api_bench.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
 
+    page_bench = sub.add_parser("page-bench", help="the same request through the engine and through the page, side "
+                                                    "by side (a client in its own process), and what recording "
+                                                    "both models' alternatives costs")
+    add_model_flags(page_bench)
+    page_bench.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page],
+                            default="cascade", help="(default %(default)s)")
+    page_bench.add_argument("--max-tokens", type=int, default=64, help="(default %(default)s)")
+    page_bench.add_argument("--rounds", type=int, default=4, help="requests each way, alternating (default %(default)s)")
+    page_bench.add_argument("--prompt", default="Explain to a ten-year-old why the sky is blue.")
+    page_bench.add_argument("--alternatives-cost", action="store_true",
+                            help="instead: the engine with no alternatives and with the top 5, alternating")
+    page_bench.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
+
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
     workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
@@ -314,6 +327,33 @@ def run_api_bench_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_page_bench_command(args: argparse.Namespace) -> int:
+    from .bench.page import alternatives_cost, measure_page
+
+    if args.rounds < 1 or args.max_tokens < 1:
+        raise ValueError("--rounds and --max-tokens must be at least 1")
+    models = model_config(model_flags(args))
+    engine = Engine(load_pair(models, progress=lambda m: print(f"[{m}]", file=sys.stderr)),
+                    router=load_router(models.router))
+    if args.alternatives_cost:
+        costs = alternatives_cost(engine, args.prompt, policy=args.policy, max_tokens=args.max_tokens,
+                                  rounds=args.rounds)
+        for c in costs:
+            print(f"{c.policy}, alternatives {c.alternatives}: routing_s {1000 * c.routing_s:.1f} ms over "
+                  f"{c.n_events} events, wall {c.wall_s:.2f} s (medians of {args.rounds})")
+        record = {"alternatives_cost": [dataclasses.asdict(c) for c in costs]}
+    else:
+        result = measure_page(engine, args.prompt, policy=args.policy, max_tokens=args.max_tokens, rounds=args.rounds,
+                              log=lambda msg: print(msg, file=sys.stderr))
+        print(f"{args.policy}, {args.max_tokens} tokens, {args.rounds} rounds, {result.n_threads} threads: the page "
+              f"streams at {result.ratio:.3f}x the engine's tokens/s (median); its own threads took "
+              f"{result.page_cpu_share:.1%} of its time in CPU")
+        record = result.to_dict()
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1))
+    return 0
+
+
 def describe(summary: Summary) -> str:
     acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
     given = (f" after {summary.n_given_tokens} given as the answer's start (read, not written)"
@@ -463,6 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_serve_command(args)
         if args.command == "api-bench":
             return run_api_bench_command(args)
+        if args.command == "page-bench":
+            return run_page_bench_command(args)
     except (ModelError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

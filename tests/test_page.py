@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from cascade.events import Summary, TokenEvent  # noqa: E402
 from cascade.rules import RULE_TABLE  # noqa: E402
 from cascade.settings import model_config  # noqa: E402
 from cascade.analysis import Routing  # noqa: E402
+from cascade.bench.page import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
 from cascade.engine import Engine  # noqa: E402
 from cascade.router import FEATURES, Router  # noqa: E402
 from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, compare_updates, make_generate, offer_download,  # noqa: E402
@@ -401,36 +401,6 @@ def test_importing_the_app_loads_no_model():
 
 
 # ---- the real pair ---------------------------------------------------------------------------------
-
-# A visitor's browser, in a process of its own as it would be (a client in the page's process would
-# share its interpreter, and the test would weigh the client's work as the page's): for each line read,
-# one request to /generate; it prints the seconds from submit to the last update, and the answer.
-PAGE_CLIENT = """
-import json, sys, time
-from gradio_client import Client
-url, inputs = sys.argv[1], json.loads(sys.argv[2])
-client = Client(url, verbose=False)
-for _ in sys.stdin:
-    started = time.perf_counter()
-    _, _, summary, text = client.predict(*inputs, api_name="/generate")
-    print(json.dumps([time.perf_counter() - started, summary, text]), flush=True)
-"""
-
-
-def page_threads_cpu_s() -> float:
-    """CPU seconds used so far by this process's page threads: Gradio's server and its workers, where
-    the page's handlers run (not the engine's thread, nor llama.cpp's), from /proc."""
-    page = {t.native_id for t in threading.enumerate()
-            if t.name.startswith("AnyIO worker") or t.name.endswith("(run)")}
-    ticks = 0
-    for tid in page:
-        try:
-            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        ticks += int(fields[11]) + int(fields[12])  # utime + stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
 
 @pytest.mark.real
 def test_the_page_streams_at_the_engines_own_speed(real_pair):
