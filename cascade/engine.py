@@ -77,6 +77,12 @@ class Engine:
         n, n_ctx = len(encoded.tokens), self.pair.config.n_ctx
         if n >= n_ctx:
             given = f" ({encoded.n_given} of them the answer prefix)" if encoded.n_given else ""
+            if history:
+                raise PromptError(
+                    f"the conversation is {n} tokens{given}, its {len(history)} earlier messages included, but "
+                    f"the context holds {n_ctx}, with room for at least one more; no earlier turn is left out "
+                    f"without asking you: start a new conversation, or ask from an earlier turn (whoever runs the "
+                    f"models can raise the context with --n-ctx or CASCADE_N_CTX)")
             raise PromptError(
                 f"the prompt is {n} tokens{given} but the context holds {n_ctx}, with room for at least one "
                 f"more; shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"

@@ -9,11 +9,16 @@ control tokens; every message and the prefix are tokenized as plain text, so typ
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+
+# A conversation's earlier turns, oldest first: ("user", question) and ("assistant", answer) in turn.
+History = tuple[tuple[str, str], ...]
 
 
 class PromptError(ValueError):
@@ -36,6 +41,38 @@ class EncodedPrompt:
     @property
     def given(self) -> list[int]:
         return self.tokens[len(self.tokens) - self.n_given:]
+
+
+def parse_history(value: Any) -> History:
+    """A conversation's earlier turns as JSON text (the page's hidden field, a link, `--history`): "" or
+    null is none; otherwise a JSON list of [role, text] pairs, a question ("user") and its answer
+    ("assistant") in turn, oldest first. ValueError says what is wrong, in words."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"the conversation is not readable (not JSON: {e.msg} at character {e.pos})") from None
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("the conversation must be a list of [role, text] pairs")
+    turns: list[tuple[str, str]] = []
+    for i, turn in enumerate(value):
+        if (not isinstance(turn, (list, tuple)) or len(turn) != 2 or not all(isinstance(x, str) for x in turn)):
+            raise ValueError(f"the conversation's message {i + 1} is not a [role, text] pair")
+        role = "user" if i % 2 == 0 else "assistant"
+        if turn[0] != role:
+            raise ValueError(f"the conversation's message {i + 1} must be the {role}'s (a question, then its "
+                             f"answer, in turn), got {turn[0]!r}")
+        turns.append((turn[0], turn[1]))
+    if len(turns) % 2:
+        raise ValueError("the conversation ends with a question that has no answer")
+    return tuple(turns)
+
+
+def history_json(history: Sequence[Sequence[str]]) -> str:
+    """A conversation's earlier turns as the JSON text `parse_history` reads ("" for none)."""
+    return json.dumps([list(t) for t in history], ensure_ascii=False, separators=(",", ":")) if history else ""
 
 
 def _special_text(llm: llama_cpp.Llama, token: int) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .config import GenerationConfig, ModelConfig
 from .policies import POLICY_TABLE
+from .prompt import parse_history
 from .rules import RULE_TABLE
 
 
@@ -88,8 +89,14 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
                       help="wrap the prompt in the model's chat template (default)")
     mode.add_argument("--raw", dest="chat", action="store_false", help="continue the prompt as raw text")
     parser.add_argument("--stop", action="append", default=[], help="stop after this string (repeatable)")
+    parser.add_argument("--history", default="", metavar="JSON",
+                        help='chat: the conversation so far, so the prompt is a follow-up question: '
+                             '[["user", "question"], ["assistant", "its answer"], ...], oldest first (the JSON a '
+                             "page link's history parameter holds)")
 
 
 def generation_config(args: argparse.Namespace) -> GenerationConfig:
+    """The request the flags describe; ValueError names a bad one."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(GenerationConfig) if hasattr(args, f.name)}
-    return GenerationConfig(**{**values, "stop": tuple(values["stop"])}).validate()
+    history = parse_history(values.get("history", ""))
+    return GenerationConfig(**{**values, "stop": tuple(values["stop"]), "history": history}).validate()

@@ -71,7 +71,7 @@ def json_lines(stdout: str) -> tuple[list[dict], dict]:
 PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
                                   "rule": "perplexity", "threshold": 5.0, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
                                   "lookup_ngram": 3, "max_tokens": 32, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
-                                  "seed": 0, "system": "", "answer_prefix": ""}
+                                  "seed": 0, "system": "", "answer_prefix": "", "history": ""}
 
 
 def page_inputs(**changes: Any) -> tuple:

@@ -352,12 +352,15 @@ def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_
     page.close()
 
 
-def generated(browser, url: str):
-    """A new page at `url` that has generated the toy prompt as raw text, and finished."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+MODE_LABELS = {"raw": "Raw: the model continues the text", "chat": "Chat: the model answers"}
+
+
+def generated(browser, url: str, mode: str = "raw", height: int = 1000):
+    """A new page at `url` that has generated the toy prompt (as raw text, or a chat message), and finished."""
+    page = browser.new_page(viewport={"width": 1400, "height": height})
     page.goto(url)
     page.get_by_label("Prompt").fill(PROMPT)
-    page.get_by_label("Raw: the model continues the text").check()
+    page.get_by_label(MODE_LABELS[mode]).check()
     page.get_by_role("button", name="Generate").click()
     finished(page)
     return page
@@ -428,4 +431,120 @@ def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branche
     assert page.inner_text(".cascade-summary") == first_summary
     page.wait_for_function(f"(n) => (({CHART_TRACES})() || []).filter(t => t.meta === 'tokens')"
                            f".reduce((a, t) => a + t.n, 0) === n", arg=first_points, timeout=15_000)
+    page.close()
+
+
+# ---- follow-up questions ----------------------------------------------------------------------------
+
+FOLLOW_UP = "And then what happened?"
+
+
+def copied_link(page) -> str:
+    """What "Copy link" gives for the page as it is."""
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => { const e = document.querySelector('.cascade-link textarea, .cascade-link input');"
+                           " return e && e.value.length > 0 && e.value !== window.__lastLink; }", timeout=15_000)
+    link = page.locator(".cascade-link textarea, .cascade-link input").input_value()
+    page.evaluate("(l) => { window.__lastLink = l; }", link)
+    return link
+
+
+def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_conversation(browser, page_url):
+    from urllib.parse import parse_qs, urlsplit
+
+    page = generated(browser, page_url, mode="chat", height=1100)
+    first_text, first_summary = page.inner_text(".cascade-text"), page.inner_text(".cascade-summary")
+    first_red = page.evaluate(COUNT, ".cascade-text .tok.red")
+
+    # Asked under the answer: the first answer stays above, with its colours; the new one streams below.
+    followup = page.get_by_label("Ask a follow-up")
+    followup.wait_for(state="visible", timeout=10_000)
+    followup.fill(FOLLOW_UP)
+    followup.press("Enter")
+    page.locator(".cascade-conversation .cascade-earlier").wait_for(timeout=60_000)
+    page.wait_for_function("(s) => { const t = document.querySelector('.cascade-summary')?.innerText || '';"
+                           " return /tokens\\/s/.test(t) && t !== s; }", arg=first_summary, timeout=90_000)
+    earlier = page.locator(".cascade-earlier")
+    assert earlier.count() == 1
+    assert earlier.locator(".cascade-earlier-text").inner_text() == first_text
+    assert page.evaluate(COUNT, ".cascade-earlier .tok.red") == first_red
+    assert FOLLOW_UP in page.inner_text(".cascade-latest .cascade-question")
+    assert PROMPT in earlier.locator(".cascade-question").inner_text()
+    # The chart and the numbers are the latest turn's; the list names the answer it follows.
+    branches = page.locator(".cascade-branches")
+    assert f"2 · follow-up to 1: {FOLLOW_UP}" in branches.inner_text()
+    latest_points = sum(t["n"] for t in chart(page) if t["meta"] == "tokens")
+    assert latest_points == len(page.locator(".cascade-text [data-alt]").all()) or latest_points > 0
+    assert "Continuing a conversation" in page.inner_text(".cascade-conversation-line")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-followup.png"), full_page=True)
+
+    # An earlier answer's token shows both lists, and says where to fork from it.
+    page.locator(".cascade-earlier .tok").first.hover()
+    tip = page.locator("body > .cascade-alts")
+    tip.wait_for(state="visible", timeout=10_000)
+    assert "An earlier answer" in tip.locator(".alts-hint").inner_text()
+    page.mouse.move(0, 0)
+
+    # The link carries the conversation: opened and run, it asks the follow-up after the same first turn.
+    link = copied_link(page)
+    query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
+    assert query["prompt"] == FOLLOW_UP and '"user"' in query["history"]
+    latest_text = page.inner_text(".cascade-text")
+    again = browser.new_page(viewport={"width": 1400, "height": 1100})
+    again.goto(link + "&run=1")
+    finished(again)
+    assert again.locator(".cascade-earlier .cascade-earlier-text").inner_text() == first_text
+    assert "its text alone" in again.inner_text(".cascade-earlier")
+    assert again.inner_text(".cascade-text") == latest_text
+    again.close()
+
+    # Branch 1 again: its answer alone, its own request back in the controls (no conversation).
+    branches.locator("label").filter(has_text="1 · ").click()
+    page.wait_for_function("(t) => document.querySelector('.cascade-text')?.innerText === t"
+                           " && !document.querySelector('.cascade-earlier')", arg=first_text, timeout=15_000)
+    assert page.get_by_label("Prompt").input_value() == PROMPT
+    page.locator(".cascade-conversation-line").wait_for(state="hidden", timeout=10_000)
+    page.close()
+
+
+def test_a_forks_link_replays_the_fork(browser, page_url):
+    page = generated(browser, page_url)
+    page.locator(".cascade-text .tok.red").nth(1).click()
+    tip = page.locator("body > .cascade-alts")
+    tip.wait_for(state="visible", timeout=10_000)
+    tip.locator(".alts-columns > div").nth(1).locator("tr.choice:not(.chosen)").first.click()
+    page.locator(".cascade-branches").wait_for(state="visible", timeout=90_000)
+    finished(page)
+    fork_text = page.inner_text(".cascade-text")
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(copied_link(page) + "&run=1")
+    finished(again)
+    assert again.inner_text(".cascade-text") == fork_text
+    assert again.locator(".cascade-text .tok.given").count() == 1
+    again.close()
+    page.close()
+
+
+def test_a_follow_up_while_the_answer_streams_or_with_no_question_is_refused_in_words(browser, page_url):
+    page = generated(browser, page_url)
+    # Raw mode: no follow-up is offered (it needs the chat template).
+    assert not page.get_by_label("Ask a follow-up").is_visible()
+    page.get_by_label("Chat: the model answers").check()
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
+    page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
+    summary = page.inner_text(".cascade-summary")
+    assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in summary
+    page.close()
+
+
+def test_a_link_too_long_to_open_reliably_says_to_download_the_run_instead(browser, page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill("word " * 2000)
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => /download the run instead/.test(document.querySelector("
+                           "'.cascade-link textarea, .cascade-link input')?.value || '')", timeout=15_000)
     page.close()

@@ -28,6 +28,7 @@ from cascade.analysis import Routing  # noqa: E402
 from cascade.bench.page import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
 from cascade.engine import Engine  # noqa: E402
 from cascade.router import FEATURES, Router  # noqa: E402
+from cascade.ui.conversation import history_json  # noqa: E402
 from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, compare_updates, make_generate, offer_download,  # noqa: E402
                                   request_config, rule_changed, stop, whatif)
 from cascade.ui.layout import RULE_LABEL, build_demo, make_apply_link  # noqa: E402
@@ -168,6 +169,9 @@ def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads
     # the threshold at the default rule's own default.
     defaults = {p["parameter_name"]: p["parameter_default"] for p in parameters}
     for name in GENERATE_INPUTS[2:]:
+        if name == "history":  # the hidden field holds the earlier turns as JSON text: none is ""
+            assert defaults[name] == history_json(GenerationConfig().history) == "", name
+            continue
         assert defaults[name] == getattr(GenerationConfig(), name), name
         if name != "threshold":
             assert defaults[name] == limits(GenerationConfig, name)["default"], name
@@ -327,7 +331,7 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     assert loaded[rule_index]["value"] == "learned" and "d.gguf → t.gguf" in loaded[rule_index]["info"]
     assert loaded[threshold_index]["value"] == RULE_TABLE["learned"].default and loaded[threshold_index]["label"] == "Threshold (learned, probability)"
     refused = make_apply_link(lambda: None)(Request(rule="learned"))
-    assert "value" not in refused[rule_index] and "learned rule is not offered" in refused[-2]
+    assert "value" not in refused[rule_index] and "learned rule is not offered" in refused[len(GENERATE_INPUTS)]
     assert [v for _, v in refused[rule_index]["choices"]] == ["perplexity", "entropy", "margin"]
 
 
@@ -462,3 +466,13 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
         demo.close()
     assert sum(page_cpu) <= 0.05 * sum(page_wall)
     assert max(medians) >= 0.9
+
+
+def test_the_readme_explains_the_page_in_the_pages_own_words():
+    from cascade.ui.layout import HOW_TO_READ
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How to read this page", 1)[1].split("\n## ", 1)[0]
+    assert HOW_TO_READ.split("\n", 1)[1].strip() in section
+    for words in ("What each model considered", "Fork from a token", "Ask a follow-up"):
+        assert words in section

@@ -31,7 +31,8 @@ from ..policies import POLICY_TABLE
 from ..prompt import PromptError
 from ..rules import RULE_TABLE
 from ..teacher import rule_curves
-from . import chart, quality, rulewords, runfile, sentences, tokens
+from . import chart, conversation, quality, rulewords, runfile, sentences, tokens
+from .conversation import Turn
 from .pump import EventPump
 from .service import SERVER_TROUBLE, public_message
 from .style import visible
@@ -51,10 +52,16 @@ DRAW_SHARE = 50
 
 
 class Pacer:
-    """How long to wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times the last one's cost."""
+    """How long to wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times what a picture
+    costs now, the cheaper of the last two (so one slow picture, the first of a fresh process or one a
+    garbage collection paused, does not hold back the next ones)."""
 
     def __init__(self) -> None:
-        self.cost = 0.0
+        self.costs = [0.0]
+
+    @property
+    def cost(self) -> float:
+        return min(self.costs)
 
     def interval(self) -> float:
         return max(UPDATE_EVERY_S, DRAW_SHARE * self.cost)
@@ -62,12 +69,12 @@ class Pacer:
     def draw(self, run: "Run") -> "Update":
         started = time.perf_counter()
         update = run_update(run)
-        self.cost = time.perf_counter() - started
+        self.costs = [self.costs[-1], time.perf_counter() - started]
         return update
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
 SETTINGS = ("policy", "rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
-            "temperature", "top_p", "top_k", "seed", "system", "answer_prefix")
+            "temperature", "top_p", "top_k", "seed", "system", "answer_prefix", "history")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
 
@@ -99,6 +106,9 @@ class Run:
     break_even: float | None = None
     # Which run this is, kept through its updates (stopped, compared): the session's branches know it by it.
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)
+    # A follow-up's earlier questions and answers (`config.history` is their text, as the models read it),
+    # with their runs where the page has them, so they are shown with their colours above this one.
+    earlier: tuple[Turn, ...] = field(default=(), compare=False)
 
     @property
     def text(self) -> str:
@@ -156,17 +166,23 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
         raise ValueError(f"{what}; choose one of {', '.join(offered)}")
     # An empty seed field is the default seed; an empty (null) text field is no text.
     values = {name: value for name, value in settings.items()
-              if not (value is None and name in ("seed", "system", "answer_prefix"))}
+              if not (value is None and name in ("seed", "system", "answer_prefix", "history"))}
+    if "history" in values:  # the hidden field's JSON text (`conversation.parse_history`)
+        values["history"] = conversation.parse_history(values["history"])
+        if values["history"] and mode != "chat":
+            raise ValueError("a follow-up question needs chat mode (the chat template places the earlier turns); "
+                             "start a new conversation to continue a text in raw mode")
     return GenerationConfig.parse({**values, "chat": mode == "chat"})
 
 
 # ---- what each output shows -----------------------------------------------------------------------
 
 def run_update(run: Run) -> Update:
-    """The text, the chart, the summary and the plain text of a run in progress or finished."""
+    """The text, the chart, the summary and the plain text of a run in progress or finished (a
+    follow-up's earlier turns above its text; the chart and the numbers are its own)."""
     routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
-    return Update(text_html=tokens.text_panel(routing, run_threshold=threshold, run_rule=rule,
-                                              given=run.config.answer_prefix),
+    panel = tokens.text_panel(routing, run_threshold=threshold, run_rule=rule, given=run.config.answer_prefix)
+    return Update(text_html=conversation.conversation_html(run.earlier, run.prompt, panel),
                   chart=chart.perplexity_plot(routing, threshold, run_rule=rule), summary=summary_markdown(run),
                   plain_text=run.answer, run=run, rules_box=gr.update(visible=False))
 
@@ -191,7 +207,8 @@ def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
     models = run.models or ModelConfig()
     path.write_text(runfile.run_html(run.prompt, run.config, run.events, run.summary,
                                      models=runfile.model_names(models), machine=runfile.machine_info(models),
-                                     comparison=run.comparison, created=runfile.now()), encoding="utf-8")
+                                     comparison=run.comparison, created=runfile.now(), earlier=run.earlier),
+                    encoding="utf-8")
     for old in sorted(folder.glob("cascade-run-*.html"), key=lambda p: p.stat().st_mtime)[:-KEEP_RUN_FILES]:
         old.unlink(missing_ok=True)
     return path
@@ -257,31 +274,34 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
 def make_generate(engine_provider: EngineProvider):
     def generate(prompt: Any, mode: Any, policy: Any, rule: Any, threshold: Any, k: Any, rollback_threshold: Any,
                  bild_window: Any, lookup_ngram: Any, max_tokens: Any, temperature: Any, top_p: Any, top_k: Any,
-                 seed: Any, system: Any = "", answer_prefix: Any = "",
+                 seed: Any, system: Any = "", answer_prefix: Any = "", history: Any = "", shown: Run | None = None,
                  progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
         settings = dict(zip(SETTINGS, (policy, rule, threshold, k, rollback_threshold, bild_window, lookup_ngram,
-                                       max_tokens, temperature, top_p, top_k, seed, system, answer_prefix)))
-        for update in generate_updates(engine_provider, prompt, mode, settings, progress):
+                                       max_tokens, temperature, top_p, top_k, seed, system, answer_prefix, history)))
+        for update in generate_updates(engine_provider, prompt, mode, settings, progress, shown):
             yield update.values(GENERATE_OUTPUTS)
 
     return generate
 
 
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
-                     progress: gr.Progress) -> Iterator[Update]:
+                     progress: gr.Progress, shown: "Run | None" = None) -> Iterator[Update]:
+    """The updates of one generation. `shown`: the run the page shows, whose turns (and itself) keep
+    their colours when the request's earlier turns are theirs (a follow-up, or asking one again)."""
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
         config = request_config(mode, settings)
     except ValueError as e:
         yield message_update(f"Please check the settings: {e}.")
         return
+    earlier = conversation.turns_of(config.history, shown if isinstance(shown, Run) else None)
     events: list[TokenEvent] = []
     try:
         with lent_engine(engine_provider, progress) as engine:
             if needs_router(config) and getattr(engine, "router", None) is None:
                 yield message_update(f"Please check the settings: {NO_ROUTER}.")
                 return
-            run = Run(prompt, config, models=engine.pair.config)
+            run = Run(prompt, config, models=engine.pair.config, earlier=earlier)
             # The engine writes on in its own thread while each picture is drawn and sent.
             pacer = Pacer()
             with EventPump(engine.generate(prompt, config)) as pump:
@@ -401,8 +421,9 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
         return Update()
     rule = rule if rule in RULE_TABLE else run.config.rule
     routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
-    return Update(text_html=tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold,
-                                              run_rule=run_rule, rule=rule, given=run.config.answer_prefix),
+    panel = tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold, run_rule=run_rule, rule=rule,
+                              given=run.config.answer_prefix)
+    return Update(text_html=conversation.conversation_html(run.earlier, run.prompt, panel),
                   chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule))
 
 
@@ -458,14 +479,19 @@ class Branch:
     number: int  # 1, 2, … in the order of the session
     run: Run
     fork: Fork | None = None  # None: a run of its own (Generate), not a fork
+    after: int | None = None  # a follow-up: the branch whose answer it follows (None: not one, or let go)
 
     @property
     def label(self) -> str:
-        if self.fork is None:
-            words = " ".join(self.run.prompt.split())
-            return f"{self.number} · {words[:48] + '…' if len(words) > 48 else words}"
         f = self.fork
-        return f"{self.number} · from {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
+        if f is not None:
+            return f"{self.number} · from {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
+        words = " ".join(self.run.prompt.split())
+        words = words[:48] + "…" if len(words) > 48 else words
+        if self.run.earlier:
+            return f"{self.number} · follow-up to {self.after}: {words}" if self.after else \
+                f"{self.number} · follow-up {len(self.run.earlier) + 1}: {words}"
+        return f"{self.number} · {words}"
 
 
 def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any) -> tuple[str, Fork]:
@@ -497,7 +523,9 @@ def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork
         branches[mine] = replace(branches[mine], run=run)
         return branches, gr.skip(), branches[mine].number, fork
     number = branches[-1].number + 1 if branches else 1
-    branches = (branches + [Branch(number, run, fork)])[-MAX_BRANCHES:]
+    before = run.earlier[-1].run if run.earlier else None
+    after = next((b.number for b in branches if before is not None and b.run.id == before.id), None)
+    branches = (branches + [Branch(number, run, fork, after)])[-MAX_BRANCHES:]
     return branches, branches_update(branches, number), number, None
 
 
@@ -505,23 +533,78 @@ def branches_update(branches: Sequence[Branch], current: int) -> Any:
     labels = [b.label for b in branches]
     gone = branches[0].number - 1 if branches else 0
     info = ("Each run of this session; a fork says which run it came from, at which token, with which "
-            "token instead. Choose one to show it again." + (f" (The first {gone} are no longer kept.)" if gone
-                                                           else ""))
+            "token instead, and a follow-up which answer it follows. Choose one to show it again."
+            + (f" (The first {gone} are no longer kept.)" if gone else ""))
     value = next((b.label for b in branches if b.number == current), None)
     return gr.update(choices=labels, value=value, visible=len(branches) > 1, info=info)
 
 
+# The controls that say what a run asked, which showing a branch sets back to its request: Generate then
+# asks that again, a fork or a follow-up starts from it, and "Copy link" links to it.
+REQUEST_CONTROLS = ("prompt", "mode", "system", "answer_prefix", "history")
+
+
+def request_values(run: Run) -> tuple:
+    """The values of REQUEST_CONTROLS for `run`'s request."""
+    config = run.config
+    return (run.prompt, "chat" if config.chat else "raw", config.system, config.answer_prefix,
+            conversation.history_json(config.history))
+
+
 def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
-    """A branch chosen in the list: its text, chart and numbers again, with no generation."""
+    """A branch chosen in the list: its text, chart and numbers again, with no generation; then the
+    current branch's number, and its request in the controls (REQUEST_CONTROLS)."""
     branch = next((b for b in branches or [] if b.label == label), None)
     if branch is None:
-        return Update().values(BRANCH_OUTPUTS) + (gr.skip(),)
+        return Update().values(BRANCH_OUTPUTS) + (gr.skip(),) * (1 + len(REQUEST_CONTROLS))
     run = branch.run
     compared = sentences.compare_html(run.summary, run.comparison) if run.comparison and run.summary else ""
     numbers = ({"this_run": run.summary.to_dict(), "big_model_alone": run.comparison.to_dict()}
                if run.comparison and run.summary else None)
     update = replace(run_update(run), compare_html=compared, numbers=numbers)
-    return update.values(BRANCH_OUTPUTS) + (branch.number,)
+    return update.values(BRANCH_OUTPUTS) + (branch.number,) + request_values(run)
+
+
+# ---- follow-up questions -----------------------------------------------------------------------------
+
+def followup_request(question: Any, run: Run | None) -> tuple[str, str]:
+    """"Ask a follow-up": the next request's prompt and its earlier turns (the hidden field's JSON), the
+    conversation of `run` so far. ValueError says why not: no finished chat answer, or no question."""
+    if run is None:
+        raise ValueError("generate an answer first, then ask a follow-up about it")
+    if run.running:
+        raise ValueError("let the answer finish (or stop it) before asking a follow-up")
+    if not run.config.chat:
+        raise ValueError("follow-up questions need chat mode: this run continued a text in raw mode")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("type a follow-up question first")
+    return question, conversation.history_json(conversation.conversation_of(run))
+
+
+def ask_followup(question: Any, run: Run | None) -> tuple:
+    """The follow-up's request in the controls: prompt, earlier turns, no answer start (the earlier
+    answer's start was its own), and the follow-up box emptied. A gr.Error says why not (the chained
+    generation then does not run)."""
+    try:
+        prompt, history = followup_request(question, run)
+    except ValueError as e:
+        raise gr.Error(f"Cannot ask a follow-up: {e}.") from e
+    return prompt, history, "", ""
+
+
+def followup_box(run: Run | None) -> Any:
+    """The follow-up box is offered under a finished (or stopped) chat answer."""
+    return gr.update(visible=run is not None and not run.running and run.config.chat)
+
+
+def conversation_line(history: Any) -> tuple:
+    """The row by the prompt (its line, and "New conversation"), shown while the request continues a
+    conversation."""
+    try:
+        words = conversation.conversation_words(conversation.parse_history(history))
+    except ValueError as e:
+        words = f"**The conversation cannot be read:** {e}. Start a new conversation."
+    return gr.update(visible=bool(words)), words
 
 
 def stop(run: Run | None) -> tuple:

@@ -10,8 +10,10 @@ its `title` into the table's head, so the browser's tooltip does not cover it. M
 
 Clicking a token pins its table; choosing one of its tokens there forks the run: the component's
 `select` event (Gradio's own, `trigger("select", ...)`) carries the position and the chosen text to the
-page (`handlers.fork_prefix`), which starts a new branch from there. A saved run (`runfile.py`) runs the
-same script with no `trigger`: its hover shows both lists, and a click does nothing.
+page (`handlers.fork_prefix`), which starts a new branch from there. An earlier answer of a conversation
+shows its lists but forks only once its own branch is shown (the page's run is the latest answer). A
+saved run (`runfile.py`) runs the same script with no `trigger`: its hover shows both lists, and a click
+does nothing.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ function show(token, pin) {
   hint.className = "alts-hint";
   hint.style.cssText = "margin-top:6px;color:__GREY__";
   hint.textContent = pin ? "Choose a token to write on from it: a new branch, with the same settings."
-                         : "Click the token to write on from one of these.";
+                   : earlier(token) ? "An earlier answer: show its branch (Branches of this session) to write on from it."
+                   : "Click the token to write on from one of these.";
   tip.appendChild(hint);
   pinned = pin ? token : null;
   tip.style.pointerEvents = pin ? "auto" : "none";
@@ -119,6 +122,9 @@ function show(token, pin) {
   tip.style.left = left + "px";
   tip.style.top = (below ? r.bottom + 6 : Math.max(4, r.top - h - 6)) + "px";
 }
+
+// An earlier answer of a conversation (`conversation.py`): its hover shows, its forks start from its branch.
+const earlier = (token) => !!token.closest(".cascade-earlier");
 
 const tokenAt = (e) => {
   const token = e.target.closest && e.target.closest("[data-alt]");
@@ -134,7 +140,7 @@ element.addEventListener("mouseout", (e) => {
 });
 element.addEventListener("click", (e) => {
   const token = tokenAt(e);
-  if (!token || !trigger) return;  // a saved run (no page to fork on) only shows
+  if (!token || !trigger || earlier(token)) return;  // a saved run (no page to fork on) only shows
   e.stopPropagation();
   if (pinned === token) hide(); else show(token, true);
 });

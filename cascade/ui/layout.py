@@ -15,9 +15,11 @@ from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
 from . import rulewords, tokens
+from . import conversation
 from .handlers import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS,
-                       STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, fork_prefix, make_compare, make_generate,
-                       offer_download, record_branch, rule_changed, show_branch, stop, whatif)
+                       REQUEST_CONTROLS, STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, ask_followup,
+                       conversation_line, followup_box, fork_prefix, make_compare, make_generate, offer_download,
+                       record_branch, rule_changed, show_branch, stop, whatif)
 from .hover import HOVER_JS
 from .link import copy_link_js, read_link
 
@@ -81,12 +83,19 @@ HOW_TO_READ = """\
   same settings, and writes on from there. **Branches of this session** lists every run: a fork says which
   run it came from, at which token, and what it chose instead. Choose a branch to show its text, chart and
   numbers again; nothing is regenerated. A link or a run file of a fork carries its start, so it replays.
+- **Ask a follow-up:** in chat mode, under a finished answer, type a question about it. Both models read
+  the whole conversation first, then write the new answer under the earlier ones, which keep their colours;
+  the chart and the numbers are the new answer's. Each follow-up is a branch too: choose an earlier one to
+  see its chart and numbers, or to ask from there. "New conversation" starts afresh. A conversation that
+  has grown past what the models can read at once is refused, with both sizes named; nothing is left out
+  without telling you.
 - **The answer starts with** (under "System message and the answer's start"): text you give as the start
   of the answer, such as a code fence; both models read it and write on from it, neither writes it, and it
   is shown in grey. The system message sets the assistant's role in chat mode.
 - **Share:** "Copy link" gives an address that opens this page with the same settings (greedy or seeded
-  runs then write the same text). "Download this run" keeps the run in one file that opens in any
-  browser, without this page.
+  runs then write the same text), a follow-up's conversation included, unless that makes the address too
+  long. "Download this run" keeps the run in one file that opens in any browser, without this page, with
+  the earlier questions and answers of a conversation.
 """
 
 
@@ -202,11 +211,19 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                 inputs = {
                     "prompt": gr.Textbox(label="Prompt", lines=4, placeholder="Ask something, or start a text…",
                                          value=examples[0].prompt if examples else ""),
+                    # A follow-up's earlier turns, as JSON (`conversation.py`): set by "Ask a follow-up", a
+                    # branch or a link, read by Generate and by "Copy link" like any other setting.
+                    "history": gr.Textbox(value="", visible="hidden", label="Earlier turns",
+                                          elem_classes="cascade-history"),
                     "mode": gr.Radio([("Chat: the model answers", "chat"),
                                       ("Raw: the model continues the text", "raw")],
                                      value="chat" if limits(GenerationConfig, "chat")["default"] else "raw",
                                      label="Mode"),
                 }
+                with gr.Group(visible=False, elem_classes="cascade-conversation-line") as conversation_row:
+                    conversation_md = gr.Markdown("", padding=True)
+                    new_conversation_btn = gr.Button("New conversation", size="sm",
+                                                     elem_classes="cascade-new-conversation")
                 with gr.Accordion("System message and the answer's start", open=False,
                                   elem_classes="cascade-framing"):
                     inputs["system"] = gr.Textbox(
@@ -244,6 +261,12 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                                elem_classes="cascade-text-box", min_width=320, js_on_load=HOVER_JS)
                     out["chart"] = gr.Plot(label="Chart", show_label=False, elem_classes="cascade-chart",
                                            min_width=320)
+                with gr.Row(visible=False, equal_height=False, elem_classes="cascade-followup") as followup_row:
+                    followup_text = gr.Textbox(label="Ask a follow-up", lines=1, scale=5,
+                                               placeholder="A question about this answer… (Enter asks it)",
+                                               info="The models read the conversation so far, then your question. "
+                                                    "The answers above stay, with their colours.")
+                    followup_btn = gr.Button("Ask a follow-up", variant="primary", scale=1, min_width=140)
                 compare_btn = gr.Button("Compare with the big model alone", variant="secondary")
                 out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
                 with gr.Accordion("Which rule decides best?", open=True, visible=False,
@@ -262,32 +285,55 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
 
         # Unprocessed inputs: the handler's one validator (GenerationConfig) judges every value, whatever
         # a browser or a script sends, and answers in words.
+        # Generate reads the run shown too: a follow-up's earlier turns keep their colours when they are its.
+        request = [inputs[name] for name in GENERATE_INPUTS] + [out["run"]]
         generating = generate_btn.click(
-            make_generate(engine_provider), inputs=[inputs[name] for name in GENERATE_INPUTS],
+            make_generate(engine_provider), inputs=request,
             outputs=outputs(GENERATE_OUTPUTS), preprocess=False, api_name="generate", concurrency_limit=concurrency,
             concurrency_id="models", show_progress_on=[out["text_html"]])
         comparing = compare_btn.click(
             make_compare(engine_provider), inputs=[out["run"]], outputs=outputs(COMPARE_OUTPUTS),
             api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[out["compare_html"]])
         # A fork: a token chosen in a token's pinned table (hover.py) fills the answer's start and runs.
+        # (Queued, as the follow-up below: Gradio shows a handler's refusal, a gr.Error, only for a queued event.)
         forking = out["text_html"].select(fork_start, inputs=[out["run"], current], outputs=[inputs["answer_prefix"], fork],
-                                          queue=False, show_progress="hidden", api_visibility="private")
+                                          show_progress="hidden", api_visibility="private")
         fork_generating = forking.success(
-            make_generate(engine_provider), inputs=[inputs[name] for name in GENERATE_INPUTS],
+            make_generate(engine_provider), inputs=request,
             outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
             concurrency_id="models", show_progress_on=[out["text_html"]], api_visibility="private")
+        # A follow-up: its question and the conversation so far fill the request's controls, then it runs.
+        followup_events = []
+        for asked in (followup_btn.click, followup_text.submit):
+            asking = asked(ask_followup, inputs=[followup_text, out["run"]],
+                           outputs=[inputs["prompt"], inputs["history"], inputs["answer_prefix"], followup_text],
+                           show_progress="hidden", api_visibility="private")  # queued: a refusal shows as a toast
+            followup_events.append(asking.success(
+                make_generate(engine_provider), inputs=request, outputs=outputs(GENERATE_OUTPUTS), preprocess=False,
+                concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[out["text_html"]],
+                api_visibility="private"))
         stopping = stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS),
-                                  cancels=[generating, comparing, fork_generating], queue=False,
+                                  cancels=[generating, comparing, fork_generating, *followup_events], queue=False,
                                   api_visibility="private")
-        for event in (generating, fork_generating, comparing, stopping):
+        inputs["history"].change(conversation_line, inputs=[inputs["history"]],
+                                 outputs=[conversation_row, conversation_md], queue=False, show_progress="hidden",
+                                 api_visibility="private")
+        new_conversation_btn.click(lambda: "", outputs=[inputs["history"]], queue=False, show_progress="hidden",
+                                   api_visibility="private")
+        for event in (generating, fork_generating, comparing, stopping, *followup_events):
             event.then(offer_download, inputs=[out["run"]], outputs=outputs(DOWNLOAD_OUTPUTS), queue=False,
                        show_progress="hidden", api_visibility="private")
             event.then(record_branch, inputs=[out["run"], branches, fork],
                        outputs=[branches, out["branches"], current, fork], queue=False, show_progress="hidden",
                        api_visibility="private")
-        out["branches"].input(show_branch, inputs=[out["branches"], branches],
-                              outputs=outputs(BRANCH_OUTPUTS) + [current], queue=False, show_progress="hidden",
-                              api_visibility="private")
+            event.then(followup_box, inputs=[out["run"]], outputs=[followup_row], queue=False, show_progress="hidden",
+                       api_visibility="private")
+        showing = out["branches"].input(
+            show_branch, inputs=[out["branches"], branches],
+            outputs=outputs(BRANCH_OUTPUTS) + [current] + [inputs[name] for name in REQUEST_CONTROLS], queue=False,
+            show_progress="hidden", api_visibility="private")
+        showing.then(followup_box, inputs=[out["run"]], outputs=[followup_row], queue=False, show_progress="hidden",
+                     api_visibility="private")
         inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"], inputs["rule"]],
                                    outputs=outputs(WHATIF_OUTPUTS), queue=False, show_progress="hidden",
                                    trigger_mode="always_last", api_visibility="private")
@@ -299,9 +345,9 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                             js=copy_link_js(), api_visibility="private")
         link_controls = [inputs[name] for name in GENERATE_INPUTS]
         autorun = gr.State(False)
-        loading = demo.load(make_apply_link(router), outputs=link_controls + [out["summary"], autorun], queue=False,
-                            api_visibility="private")
-        autorunning = loading.then(make_autorun(engine_provider), inputs=[autorun] + link_controls,
+        loading = demo.load(make_apply_link(router), outputs=link_controls + [out["summary"], autorun, out["text_html"]],
+                            queue=False, api_visibility="private")
+        autorunning = loading.then(make_autorun(engine_provider), inputs=[autorun] + request,
                                    outputs=outputs(GENERATE_OUTPUTS), preprocess=False, concurrency_limit=concurrency,
                                    concurrency_id="models", show_progress_on=[out["text_html"]],
                                    api_visibility="private")
@@ -309,6 +355,8 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                          show_progress="hidden", api_visibility="private")
         autorunning.then(record_branch, inputs=[out["run"], branches, fork],
                          outputs=[branches, out["branches"], current, fork], queue=False, show_progress="hidden",
+                         api_visibility="private")
+        autorunning.then(followup_box, inputs=[out["run"]], outputs=[followup_row], queue=False, show_progress="hidden",
                          api_visibility="private")
         if describe_models is not None:
             demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
@@ -349,8 +397,12 @@ def make_apply_link(router: RouterSource | None = None):
         if "rule" in link.values:
             updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": link.values["threshold"]})
         message = link.message()
+        # A conversation's earlier turns are shown at once, above the question it asks next.
+        history = conversation.parse_history(link.values.get("history", ""))
+        waiting = (conversation.waiting_html(conversation.turns_of(history), link.values.get("prompt", ""))
+                   if history else gr.skip())
         return tuple(updates[name] for name in GENERATE_INPUTS) + (gr.skip() if message is None else message,
-                                                                     link.run)
+                                                                     link.run, waiting)
 
     return apply_link
 

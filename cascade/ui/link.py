@@ -4,6 +4,10 @@
 controls; a setting out of its range (or unknown) is named in a message and its default is kept;
 `rule=entropy` chooses a deferral rule, and the threshold is then read in that rule's units (its default
 when the link names none);
+`history=[["user","..."],["assistant","..."]]` (JSON) gives a follow-up's earlier turns, so the link asks
+its prompt as the next question of that conversation; a link longer than `conversation.LINK_LIMIT`
+characters is not offered (the run's file keeps a conversation of any length instead), and one whose
+conversation is longer than `HISTORY_LINK_LIMIT`, or not readable, is refused by name;
 `run=1` also starts the generation. Parameters are named after the settings (`GenerationConfig`'s
 fields), so a control added later is linkable under its setting's name. A link can never name a model
 file: only the settings in `GENERATE_INPUTS` are read.
@@ -17,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from ..config import GenerationConfig
 from ..rules import RULE_TABLE, RULES
+from .conversation import HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history
 from .handlers import GENERATE_INPUTS, MODES, SETTINGS, request_config
 
 # Query parameters Gradio itself uses, which are no settings of ours.
@@ -42,6 +47,7 @@ class LinkSettings:
 def page_defaults() -> dict[str, Any]:
     default = GenerationConfig()
     values = {name: getattr(default, name) for name in SETTINGS}
+    values["history"] = history_json(default.history)  # the hidden field's text: "" for none
     return {"prompt": "", "mode": "chat" if default.chat else "raw", **values}
 
 
@@ -52,7 +58,7 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
     problems: list[str] = []
     defaults = page_defaults()
     # The rule first: it says in which units the threshold is read.
-    for name in sorted(query, key=lambda n: n != "rule"):
+    for name in sorted(query, key=lambda n: (n != "rule", n == "history")):  # history: after the mode
         raw = query[name]
         if name == "run" or name in _GRADIO_PARAMETERS:
             continue
@@ -83,6 +89,13 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
         if raw not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {raw!r}")
         return raw
+    if name == "history":
+        if len(raw) > HISTORY_LINK_LIMIT:
+            raise ValueError(f"the conversation is {len(raw):,} characters, more than a link carries "
+                             f"({HISTORY_LINK_LIMIT:,}); {TOO_LONG_FOR_A_LINK}")
+        history = parse_history(raw)
+        request_config(defaults["mode"], {**{n: defaults[n] for n in SETTINGS}, "history": raw})
+        return history_json(history)
     settings = {n: defaults[n] for n in SETTINGS}
     settings[name] = raw
     if name == "rule":  # a rule alone is judged with its own default threshold
@@ -94,11 +107,14 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
 def copy_link_js() -> str:
     """The browser-side function of "Copy link": the page's URL with the controls' values as query
     parameters (those at their defaults left out; the threshold always with a rule other than the
-    default, whose units it is in), copied to the clipboard and shown."""
+    default, whose units it is in), copied to the clipboard and shown; past LINK_LIMIT characters (a
+    long conversation, or a long prompt) no link, but a sentence saying to download the run instead."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
     always = json.dumps(["prompt", "mode", "policy"])
+    too_long = json.dumps(f"This link would be more than {LINK_LIMIT:,} characters long, too long to be "
+                          f"opened reliably: {TOO_LONG_FOR_A_LINK}.")
     return f"""(...values) => {{
-  const names = {names}, defaults = {defaults}, always = {always};
+  const names = {names}, defaults = {defaults}, always = {always}, limit = {LINK_LIMIT}, tooLong = {too_long};
   const otherRule = String(values[names.indexOf("rule")]) !== String(defaults.rule);
   const url = new URL(window.location.href);
   url.search = "";
@@ -109,6 +125,7 @@ def copy_link_js() -> str:
       url.searchParams.set(name, value);
   }});
   const link = url.toString();
+  if (link.length > limit) return tooLong;
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {{}});
   return link;
 }}"""

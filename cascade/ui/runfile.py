@@ -29,7 +29,7 @@ from ..config import GenerationConfig, ModelConfig
 from ..events import Summary, TokenEvent
 from ..policies import POLICY_TABLE
 from ..rules import RULE_TABLE
-from . import chart, rulewords, sentences, tokens
+from . import chart, conversation, rulewords, sentences, tokens
 from .hover import standalone_hover_js
 from .style import GREY, PURPLE, RED, fmt_threshold
 
@@ -105,9 +105,11 @@ def _script_safe(json_text: str) -> str:
 
 def run_record(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
                models: Mapping[str, str], machine: Mapping[str, Any] | None, comparison: Summary | None,
-               created: str) -> dict[str, Any]:
-    """The run as the file embeds it (and `read_run` returns it)."""
+               created: str, earlier: Sequence[conversation.Turn] = ()) -> dict[str, Any]:
+    """The run as the file embeds it (and `read_run` returns it); a follow-up's earlier turns under
+    "earlier" (`conversation.turn_record`), oldest first, their text also in `settings.history`."""
     return _plain({
+        "earlier": [conversation.turn_record(t) for t in earlier],
         "format": FORMAT, "version": VERSION, "prompt": prompt, "settings": dataclasses.asdict(config),
         "events": [e.to_dict() for e in events], "summary": summary.to_dict() if summary else None,
         "comparison": comparison.to_dict() if comparison else None, "models": dict(models),
@@ -120,7 +122,8 @@ _DATA_RE = re.compile(r'<script type="application/json" id="' + DATA_ID + r'">(.
 
 def read_run(document: str) -> dict[str, Any]:
     """The run a run file embeds: format, version, prompt, settings, events, summary, comparison, models,
-    machine, created. ValueError if the document holds none."""
+    machine, created, and a follow-up's earlier turns (`earlier`; [] in older files). ValueError if the
+    document holds none."""
     match = _DATA_RE.search(document)
     if match is None:
         raise ValueError("not a cascade run file: it has no embedded run")
@@ -129,6 +132,7 @@ def read_run(document: str) -> dict[str, Any]:
         raise ValueError("not a cascade run file: the embedded data is not a cascade run")
     if record.get("version") != VERSION:
         raise ValueError(f"a cascade run file of version {record.get('version')!r}; this reads version {VERSION}")
+    record.setdefault("earlier", [])
     return record
 
 
@@ -300,15 +304,24 @@ def _intro(config: GenerationConfig) -> str:
             f'"{DATA_ID}").</p>')
 
 
+def _earlier_section(earlier: Sequence[conversation.Turn]) -> str:
+    if not earlier:
+        return ""
+    n = len(earlier)
+    return (f'<section class="cascade-earlier-section"><h2>The conversation before it ({n} earlier '
+            f'question{"s" if n > 1 else ""})</h2>{conversation.earlier_html(earlier)}</section>')
+
+
 def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
              models: Mapping[str, str], machine: Mapping[str, Any] | None = None,
-             comparison: Summary | None = None, created: str) -> str:
+             comparison: Summary | None = None, created: str, earlier: Sequence[conversation.Turn] = ()) -> str:
     """One self-contained HTML document keeping a run: its text, chart, numbers, settings and data.
 
     `summary` is None for a run stopped before it finished. `models` names the two models
     ({"draft": ..., "target": ...}: file names or Hub repo/filename, never this machine's paths);
     `machine` is {"cpu", "cores", "threads"} (see `machine_info`); `comparison` is the big model
-    alone's Summary for the same request, if it was run; `created` is the date and time to show.
+    alone's Summary for the same request, if it was run; `created` is the date and time to show;
+    `earlier`: a follow-up's earlier questions and answers (`conversation.Turn`), shown before its own.
     """
     # A prompt may hold lone surrogates (a Python str can, UTF-8 cannot): they become '?', as the
     # engine itself reads them.
@@ -316,7 +329,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
     routing = Routing(events)
     run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
     record = run_record(prompt, config, events, summary, models=models, machine=machine,
-                        comparison=comparison, created=created)
+                        comparison=comparison, created=created, earlier=earlier)
     data = _script_safe(json.dumps(record, ensure_ascii=False, allow_nan=False))
     if summary is not None:
         result = (f'<p class="sentence">{_e(sentences.summary_sentence(summary))}</p>'
@@ -346,7 +359,8 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <h1>A text written by two models</h1>
 {_intro(config)}
 </header>
-<section class="cascade-prompt"><h2>The prompt</h2><div class="prompt">{_e(prompt)}</div></section>
+{_earlier_section(earlier)}
+<section class="cascade-prompt"><h2>{"The follow-up question" if earlier else "The prompt"}</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
 {tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule, given=config.answer_prefix)}
@@ -361,6 +375,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <footer>made with cascade: a small draft model and a big target model writing one text together.</footer>
 <script type="application/json" id="{DATA_ID}">{data}</script>
 <script>{standalone_hover_js(".cascade-result")}</script>
+{f"<script>{standalone_hover_js('.cascade-earlier-section')}</script>" if earlier else ""}
 </body>
 </html>
 """

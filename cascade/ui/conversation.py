@@ -1,0 +1,131 @@
+"""Follow-up questions on the page: a conversation's earlier turns, as the engine reads them and as the
+page shows them.
+
+The engine reads a conversation as `GenerationConfig.history`, (role, text) pairs that go through the
+chat template before the new question (`prompt.py`). The page keeps the same pairs as JSON text in a
+hidden field beside the prompt (so a link can carry them, and "Copy link" reads them like any other
+setting), and keeps each earlier turn's run as a `Turn`, so the turns above the latest answer keep
+their colours and their alternatives. A turn whose run the page does not have (a conversation opened
+from a link) is shown as its text alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Sequence
+
+from ..analysis import Routing
+from ..prompt import History, history_json, parse_history  # noqa: F401 (the page's hidden field holds this JSON)
+from ..rules import RULE_TABLE
+from . import tokens
+from .style import GREY, TEXT_STYLE
+
+# A link longer than this is not offered: servers and proxies commonly refuse a request line past about
+# 8 KB, and a link that opens a page with half a conversation would be worse than none.
+LINK_LIMIT = 8000
+# Of which the conversation's own JSON may take at most this much (a link reading a longer one says so).
+HISTORY_LINK_LIMIT = 6000
+TOO_LONG_FOR_A_LINK = "download the run instead: its file keeps the whole conversation"
+
+
+def conversation_of(run: Any) -> History:
+    """The conversation a follow-up to `run` continues: the run's earlier turns, its question and its
+    answer (the given start included: the models read it as the answer's)."""
+    return tuple(run.config.history) + (("user", run.prompt), ("assistant", run.answer))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One earlier question and its answer; `run`, when the page has it, keeps its colours."""
+
+    question: str
+    answer: str
+    run: Any = None  # handlers.Run
+
+    @cached_property
+    def answer_html(self) -> str:
+        """The answer as the run wrote it (red, purple, struck through; the hover's data), or its text
+        alone. Kept once drawn: an earlier turn never changes while the next one streams."""
+        run = self.run
+        if run is None or not run.events:
+            return html.escape(self.answer)
+        rule = run.config.rule if run.config.rule in RULE_TABLE else "perplexity"
+        return tokens.given_html(run.config.answer_prefix) + tokens.tokens_html(Routing(run.events), run_rule=rule)
+
+
+def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
+    """The earlier turns of a request whose conversation is `history`, each with its run where
+    `previous` (the run the page shows) or its own earlier turns wrote that very question and answer."""
+    known: list[Turn] = []
+    if previous is not None and not previous.running:
+        known = list(previous.earlier) + [Turn(previous.prompt, previous.answer, previous)]
+    pairs = [(history[i][1], history[i + 1][1]) for i in range(0, len(history) - 1, 2)]
+    turns: list[Turn] = []
+    following = True  # every turn so far is the known one (past the first that differs, none can be)
+    for i, (question, answer) in enumerate(pairs):
+        following = following and i < len(known) and (known[i].question, known[i].answer) == (question, answer)
+        turns.append(known[i] if following else Turn(question, answer))
+    return tuple(turns)
+
+
+_QUESTION_STYLE = ("margin:10px 0 4px;padding:6px 10px;border-radius:8px;background:rgba(63,111,181,.08);"
+                   "white-space:pre-wrap;word-break:break-word")
+_EARLIER_STYLE = TEXT_STYLE + ";min-height:0;opacity:.92"
+
+
+def _question(number: int, text: str) -> str:
+    return (f'<div class="cascade-question" style="{_QUESTION_STYLE}"><b>Question {number}</b> '
+            f'<span style="color:{GREY}">·</span> {html.escape(text)}</div>')
+
+
+def conversation_html(earlier: Sequence[Turn], question: str, latest: str) -> str:
+    """The text box of a conversation: each earlier question and answer (hover shows what each model
+    considered there; forks are made from the latest answer, or from an earlier one once its branch is
+    shown), then the latest question and `latest`, the answer's own panel. With no earlier turn, the
+    panel alone, as for any single answer."""
+    if not earlier:
+        return latest
+    number = len(earlier) + 1
+    return (f'<div class="cascade-conversation">{earlier_html(earlier)}'
+            f'<div class="cascade-turn cascade-latest" data-turn="{number}">{_question(number, question)}'
+            f"{latest}</div></div>")
+
+
+def earlier_html(earlier: Sequence[Turn]) -> str:
+    """The earlier questions and answers, oldest first (a run file shows them before its own question)."""
+    parts = []
+    for number, turn in enumerate(earlier, 1):
+        note = "" if turn.run is not None else (f'<div class="cascade-turn-note" style="color:{GREY};font-size:.85em">'
+                                                f"as the link gave it: its text alone, not its colours</div>")
+        parts.append(f'<div class="cascade-turn cascade-earlier" data-turn="{number}">{_question(number, turn.question)}'
+                     f'<div class="cascade-earlier-text" style="{_EARLIER_STYLE}">{turn.answer_html}</div>{note}</div>')
+    return "".join(parts)
+
+
+def turn_record(turn: Turn) -> dict[str, Any]:
+    """An earlier turn as a run file keeps it: its question and answer, and its run's settings and events
+    where the page had them (null otherwise)."""
+    run = turn.run
+    return {"question": turn.question, "answer": turn.answer,
+            "settings": dataclasses.asdict(run.config) if run is not None else None,
+            "events": [e.to_dict() for e in run.events] if run is not None else None}
+
+
+def waiting_html(earlier: Sequence[Turn], question: str) -> str:
+    """A conversation opened from a link, before its latest answer is written."""
+    latest = tokens.message_panel("Press Generate to write the answer to this question, with the conversation "
+                                  "above as its earlier turns.", "info")
+    return conversation_html(earlier, question, latest)
+
+
+def conversation_words(history: History) -> str:
+    """The line beside the prompt while the next request continues a conversation ("" when it does not)."""
+    if not history:
+        return ""
+    n = len(history) // 2
+    turns = "1 earlier question and its answer" if n == 1 else f"{n} earlier questions and their answers"
+    return (f"**Continuing a conversation:** the prompt is a follow-up, and the models read {turns} first "
+            f"(shown above the answer). Generate asks it again; start a new conversation to ask afresh.")
