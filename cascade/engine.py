@@ -120,14 +120,16 @@ class Engine:
                                   router=self.router, score=score, n_given=request.n_given).run()
 
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
-                      answer_prefix: str = "", hidden: bool = False) -> list["Position"]:
-        """The draft's reading at every position of the target's own text for this prompt, in one batched
-        draft pass (`teacher.forced_positions`): what every rule's curve is drawn from. `hidden`: the
-        features include the draft's hidden state (to train a router that reads it)."""
+                      answer_prefix: str = "", hidden: bool = False,
+                      history: Sequence[tuple[str, str]] = ()) -> list["Position"]:
+        """The draft's reading at every position of the target's own text for this prompt (after the
+        conversation's earlier turns, `history`), in one batched draft pass (`teacher.forced_positions`):
+        what every rule's curve is drawn from. `hidden`: the features include the draft's hidden state
+        (to train a router that reads it)."""
         from .teacher import forced_positions
 
         with self.pair.lock:
-            prompt_tokens = self.encode(prompt, chat, system, answer_prefix)
+            prompt_tokens = self.encode(prompt, chat, system, answer_prefix, history)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router, hidden=hidden)
 
     def _scored(self, prompt: str, config: GenerationConfig, summary: Summary) -> Summary:

@@ -13,8 +13,8 @@ from cascade import GenerationConfig
 from cascade.prompt import PromptError, encode_prompt, parse_history, render_chat
 from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
-from cascade.ui.handlers import (REQUEST_CONTROLS, Run, Update, followup_box, followup_request, generate_updates,
-                                 record_branch, request_config, show_branch)
+from cascade.ui.handlers import (REQUEST_CONTROLS, Run, Update, compare_updates, followup_box, followup_request,
+                                 generate_updates, record_branch, request_config, show_branch)
 from cascade.ui.link import copy_link_js, read_link
 from cascade.ui.runfile import read_run, run_html
 
@@ -197,6 +197,26 @@ def test_a_follow_up_is_a_branch_that_names_the_answer_it_follows_and_brings_its
     assert "cascade-earlier" not in back[0]
 
 
+def test_comparing_a_follow_up_reads_the_big_models_text_after_the_same_conversation(engine):
+    _, first = page_run(engine, QUESTION)
+    _, history = followup_request(FOLLOW_UP, first)
+    _, second = page_run(engine, FOLLOW_UP, first, history=history)
+    read = []
+
+    class Spy:  # the engine, noting which conversation the rules' curves read the big model's text after
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def teacher_force(self, *args, **kwargs):
+            read.append(kwargs.get("history"))
+            return engine.teacher_force(*args, **kwargs)
+
+    updates = list(compare_updates(lambda progress: Spy(), second, NoProgress()))
+    assert read == [second.config.history]
+    *_, alone = engine.generate(FOLLOW_UP, second.config.replace(policy="target"))
+    assert updates[-1].numbers["big_model_alone"]["text"] == alone.text
+
+
 # ---- links, run files, the command line -------------------------------------------------------------
 
 def test_a_link_carries_a_conversation_and_refuses_a_malformed_or_too_long_one():
@@ -227,6 +247,11 @@ def test_a_run_file_keeps_the_conversation_with_the_earlier_answers_colours(engi
     assert len(turn["events"]) == len(first.events) and turn["settings"]["threshold"] == first.config.threshold
     assert 'class="cascade-earlier-section"' in document and "The follow-up question" in document
     assert document.count("querySelector('.cascade-earlier-section')") == 1  # its hover, offline
+    # Saved with its history alone (the command line's --save): the earlier turns as text.
+    text_only = run_html(second.prompt, second.config, second.events, second.summary, models={}, created="now")
+    assert read_run(text_only)["earlier"] == [{"question": QUESTION, "answer": first.answer, "settings": None,
+                                               "events": None}]
+    assert "its text alone" in text_only
     # An older file, with no conversation, still reads.
     plain = read_run(run_html(first.prompt, first.config, first.events, first.summary, models={}, created="now"))
     assert plain["earlier"] == [] and "cascade-earlier-section" not in run_html(

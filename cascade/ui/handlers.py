@@ -385,7 +385,7 @@ def rules_update(engine: Engine, run: Run) -> Update:
     the engine's measured costs give the machine's break-even share. The caller holds the engine."""
     try:
         positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens, run.config.system,
-                                         run.config.answer_prefix)
+                                         run.config.answer_prefix, history=run.config.history)
         curves = rule_curves(positions)
         break_even = engine.break_even_share(max(1, run.summary.n_tokens))
     except Exception:

@@ -326,6 +326,8 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
     # A prompt may hold lone surrogates (a Python str can, UTF-8 cannot): they become '?', as the
     # engine itself reads them.
     prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
+    # A follow-up saved without its earlier runs (the command line's --save): their text, from its history.
+    earlier = tuple(earlier) or conversation.turns_of(config.history)
     routing = Routing(events)
     run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
     record = run_record(prompt, config, events, summary, models=models, machine=machine,
