@@ -548,3 +548,37 @@ def test_a_link_too_long_to_open_reliably_says_to_download_the_run_instead(brows
     page.wait_for_function("() => /download the run instead/.test(document.querySelector("
                            "'.cascade-link textarea, .cascade-link input')?.value || '')", timeout=15_000)
     page.close()
+
+
+def test_twenty_branches_keep_the_page_responsive(browser, page_url):
+    import time
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{page_url}?prompt=The+cat+sat&mode=raw&max_tokens=48")
+    page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    labels = page.locator(".cascade-branches label")
+    for n in range(1, 21):
+        page.get_by_role("button", name="Generate").click()
+        if n == 1:
+            finished(page)
+        else:
+            page.wait_for_function("(n) => document.querySelectorAll('.cascade-branches label').length === n", arg=n,
+                                   timeout=60_000)
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=60_000)
+    assert labels.count() == 20
+    # Showing an early branch answers as quickly as the first did: a page update, no generation.
+    started = time.perf_counter()
+    labels.nth(2).click()  # branch 3
+    page.wait_for_function("() => document.querySelector('.cascade-branches input:checked')?.closest('label')"
+                           "?.innerText.startsWith('3 · ')", timeout=10_000)
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=10_000)
+    switched = time.perf_counter() - started
+    assert switched < 3.0, f"showing a branch among 20 took {switched:.1f} s"
+    print(f"\nshowing branch 3 of 20 (48 tokens each): {switched:.2f} s")
+    # The hover still answers at once.
+    page.locator(".cascade-text .tok").first.hover()
+    page.locator("body > .cascade-alts").wait_for(state="visible", timeout=5_000)
+    page.close()
