@@ -12,7 +12,7 @@ from typing import Sequence
 
 from .config import GenerationConfig, ModelConfig
 from .engine import Engine
-from .events import Summary, TokenEvent
+from .events import Summary, TokenEvent, complete_events
 from .models import ModelError, load_pair
 from .policies import POLICY_TABLE
 from .router import load_router
@@ -404,11 +404,12 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
              models: ModelConfig) -> None:
-    """Write the run as one self-contained HTML file (`cascade.ui.runfile`)."""
+    """Write the run as one self-contained HTML file (`cascade.ui.runfile`), with the big model's
+    alternatives from the Summary's scoring pass where it read a position only then, as the page keeps them."""
     from .ui.runfile import machine_info, model_names, now, run_html
 
-    document = run_html(prompt, config, events, summary, models=model_names(models), machine=machine_info(models),
-                        created=now())
+    document = run_html(prompt, config, complete_events(events, summary), summary, models=model_names(models),
+                        machine=machine_info(models), created=now())
     try:
         path.write_text(document, encoding="utf-8")
     except OSError as e:

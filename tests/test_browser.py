@@ -526,17 +526,48 @@ def test_a_forks_link_replays_the_fork(browser, page_url):
     page.close()
 
 
-def test_a_follow_up_while_the_answer_streams_or_with_no_question_is_refused_in_words(browser, page_url):
+def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_context_is_refused_in_words(
+        browser, page_url):
     page = generated(browser, page_url)
     # Raw mode: no follow-up is offered (it needs the chat template).
     assert not page.get_by_label("Ask a follow-up").is_visible()
-    page.get_by_label("Chat: the model answers").check()
-    page.get_by_role("button", name="Generate").click()
+    page.close()
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{page_url}?prompt=The+cat+sat&mode=chat&max_tokens=1024&run=1")  # as long as the context allows
     finished(page)
     page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
     page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
-    summary = page.inner_text(".cascade-summary")
-    assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in summary
+    assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in page.inner_text(".cascade-summary")
+    # The answer filled the context: a follow-up to it is refused, naming the limit, and nothing is cut.
+    page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
+    page.get_by_role("button", name="Ask a follow-up").click()
+    page.wait_for_function("() => /the context holds 1024/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    assert "start a new conversation" in page.inner_text(".cascade-summary")
+    # The page goes on: a new conversation is answered.
+    page.get_by_role("button", name="New conversation").click()
+    page.locator(".cascade-conversation-line").wait_for(state="hidden", timeout=10_000)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    page.close()
+
+    # Asked while the next answer is still being written: refused, and that answer goes on.
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{page_url}?prompt=The+cat+sat&mode=chat&max_tokens=400&run=1")
+    finished(page)
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
+    page.get_by_role("button", name="Ask a follow-up").click()
+    page.get_by_text("let the answer finish (or stop it)").wait_for(timeout=10_000)
+    finished(page)
+    assert page.locator(".cascade-earlier").count() == 0
+    # Once it has finished, the same question is asked.
+    page.get_by_role("button", name="Ask a follow-up").click()
+    page.locator(".cascade-earlier").wait_for(timeout=60_000)
     page.close()
 
 
