@@ -126,3 +126,21 @@ def test_one_streamed_chat_completion_through_the_api(real_pair):
     assert len(text.split()) >= 3 and len(writers) == usage.completion_tokens <= 32
     assert set(writers) <= {"draft", "target"} and usage.model_extra["cascade"]["n_target_tokens"] == \
         writers.count("target")
+
+
+def test_a_follow_up_reads_the_conversation_through_qwens_own_template(engine):
+    from cascade.prompt import render_chat
+
+    question, follow_up = "Name one primary colour, in one word.", "And another one?"
+    _, first = run(engine, question, policy="cascade", threshold=5.0, max_tokens=8)
+    turns = (("user", question), ("assistant", first.text))
+    llm = engine.pair.target.llm
+    whole = render_chat(llm, follow_up, history=turns)
+    # Qwen's template: the default system message, then each turn in its own <|im_start|> block, in order.
+    blocks = whole.split("<|im_start|>")
+    assert [b.split("\n", 1)[0] for b in blocks[1:]] == ["system", "user", "assistant", "user", "assistant"]
+    assert blocks[2].startswith(f"user\n{question}<|im_end|>") and blocks[3].startswith(f"assistant\n{first.text}")
+    expected = llm.tokenize(whole.encode(), add_bos=False, special=True)
+    assert engine.encode(follow_up, True, history=turns) == expected
+    _, second = run(engine, follow_up, policy="cascade", threshold=5.0, max_tokens=8, history=turns)
+    assert second.prompt_tokens == len(expected) and second.n_tokens > 0
