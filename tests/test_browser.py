@@ -474,8 +474,9 @@ def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_con
     branches = page.locator(".cascade-branches")
     assert f"2 · follow-up to 1: {FOLLOW_UP}" in branches.inner_text()
     latest_points = sum(t["n"] for t in chart(page) if t["meta"] == "tokens")
-    assert latest_points == len(page.locator(".cascade-text [data-alt]").all()) or latest_points > 0
-    assert "Continuing a conversation" in page.inner_text(".cascade-conversation-line")
+    assert latest_points > 0
+    # (Gradio puts a component's class on its wrapper and on its content: the first is the component.)
+    assert "Continuing a conversation" in page.locator(".cascade-conversation-line").first.inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-followup.png"), full_page=True)
 
@@ -504,7 +505,7 @@ def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_con
     page.wait_for_function("(t) => document.querySelector('.cascade-text')?.innerText === t"
                            " && !document.querySelector('.cascade-earlier')", arg=first_text, timeout=15_000)
     assert page.get_by_label("Prompt").input_value() == PROMPT
-    page.locator(".cascade-conversation-line").wait_for(state="hidden", timeout=10_000)
+    page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
     page.close()
 
 
@@ -547,7 +548,7 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     assert "start a new conversation" in page.inner_text(".cascade-summary")
     # The page goes on: a new conversation is answered.
     page.get_by_role("button", name="New conversation").click()
-    page.locator(".cascade-conversation-line").wait_for(state="hidden", timeout=10_000)
+    page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_role("button", name="Generate").click()
     finished(page)

@@ -14,8 +14,7 @@ import gradio as gr
 from ..config import GenerationConfig, limits
 from ..examples import load_examples
 from ..policies import POLICY_TABLE
-from . import rulewords, tokens
-from . import conversation
+from . import conversation, rulewords, tokens
 from .handlers import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS,
                        REQUEST_CONTROLS, STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, ask_followup,
                        conversation_line, followup_box, fork_prefix, make_compare, make_generate, offer_download,
@@ -220,8 +219,8 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                      value="chat" if limits(GenerationConfig, "chat")["default"] else "raw",
                                      label="Mode"),
                 }
-                with gr.Group(visible=False, elem_classes="cascade-conversation-line") as conversation_row:
-                    conversation_md = gr.Markdown("", padding=True)
+                with gr.Group(visible=False) as conversation_row:
+                    conversation_md = gr.Markdown("", padding=True, elem_classes="cascade-conversation-line")
                     new_conversation_btn = gr.Button("New conversation", size="sm",
                                                      elem_classes="cascade-new-conversation")
                 with gr.Accordion("System message and the answer's start", open=False,
