@@ -13,8 +13,8 @@ from cascade import GenerationConfig
 from cascade.prompt import PromptError, encode_prompt, parse_history, render_chat
 from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
-from cascade.ui.handlers import (REQUEST_CONTROLS, Run, Update, compare_updates, followup_box, followup_request,
-                                 generate_updates, record_branch, request_config, show_branch)
+from cascade.ui.handlers import (REQUEST_CONTROLS, Run, Update, compare_updates, conversation_line, followup_box,
+                                 followup_request, generate_updates, record_branch, request_config, show_branch)
 from cascade.ui.link import copy_link_js, read_link
 from cascade.ui.runfile import read_run, run_html
 
@@ -144,10 +144,14 @@ def test_an_answer_the_context_cuts_short_says_so(engine):
 def test_earlier_turns_keep_their_colours_above_the_latest_answer_and_the_chart_is_the_latest(engine):
     _, first = page_run(engine, QUESTION, threshold=5.0)
     _, history = followup_request(FOLLOW_UP, first)
+    # Asking sets the conversation: its line by the prompt, and the earlier turns' panel, with their colours.
+    row, words, panel = conversation_line(history, first)
+    assert row["visible"] and "1 earlier question and its answer" in words and panel["visible"]
+    earlier = panel["value"]
     updates, second = page_run(engine, FOLLOW_UP, first, history=history)
-    html = updates[-1].text_html
-    earlier, latest = html.split('class="cascade-turn cascade-latest"')
-    assert 'class="cascade-turn cascade-earlier"' in earlier and "Question 1" in earlier and "Question 2" in latest
+    latest = updates[-1].text_html
+    assert 'class="cascade-turn cascade-earlier"' in earlier and "Question 1" in earlier and QUESTION in earlier
+    assert 'class="cascade-turn cascade-latest"' in latest and "Question 2" in latest and FOLLOW_UP in latest
     first_red = sum(e.source == "target" and e.accepted and bool(e.text) for e in first.events)
     assert earlier.count('class="tok red target"') == first_red
     assert earlier.count("data-alt=") > 0  # the earlier answer's hover lists travel with it
@@ -155,17 +159,21 @@ def test_earlier_turns_keep_their_colours_above_the_latest_answer_and_the_chart_
     traces = json.loads(updates[-1].chart.plot)["data"]
     points = sum(len(t["x"]) for t in traces if t.get("meta") == "tokens")
     assert 0 < points <= sum(e.accepted for e in second.events) < len(first.events) + points
-    # Every streamed update already shows the earlier turn.
-    assert all("cascade-earlier" in u.text_html for u in updates)
+    # The answer's pictures carry its own text alone: the earlier turns were drawn once, when asked.
+    assert all("Question 2" in u.text_html and "cascade-earlier" not in u.text_html for u in updates)
     assert updates[-1].plain_text == second.answer
+    # After it, the same conversation keeps the first run's colours (the run shown follows it); none clears it.
+    assert conversation_line(history, second)[2]["value"] == earlier
+    row, words, panel = conversation_line("", second)
+    assert row["visible"] is False and words == "" and panel["visible"] is False
+    assert "cannot be read" in conversation_line("[[", second)[1]
 
 
 def test_text_in_a_conversation_is_escaped():
-    config = GenerationConfig(chat=True)
-    run = Run("<img src=x onerror=alert(1)>", config, running=False)
-    html = conversation.conversation_html([Turn("<script>alert(1)</script>", "</div><b>x</b>")], run.prompt, "")
+    html = (conversation.conversation_panel([Turn("<script>alert(1)</script>", "</div><b>x</b>")])
+            + conversation.latest_html(2, "<img src=x onerror=alert(1)>", ""))
     assert "<script>" not in html and "<img" not in html and "</div><b>" not in html
-    assert "&lt;script&gt;" in html and "its text alone" in html
+    assert "&lt;script&gt;" in html and "&lt;img" in html and "its text alone" in html
 
 
 def test_turns_keep_their_runs_only_while_the_conversation_is_theirs(engine):
@@ -191,10 +199,10 @@ def test_a_follow_up_is_a_branch_that_names_the_answer_it_follows_and_brings_its
     assert listed["choices"][1] == branches[1].label
     shown = show_branch(branches[1].label, branches)
     assert shown[-len(REQUEST_CONTROLS):] == (FOLLOW_UP, "chat", "", "", history)
-    assert "cascade-earlier" in shown[0]
+    assert "Question 2" in shown[0]
     back = show_branch(branches[0].label, branches)
     assert back[-len(REQUEST_CONTROLS):] == (QUESTION, "chat", "", "", "")
-    assert "cascade-earlier" not in back[0]
+    assert "Question" not in back[0]
 
 
 def test_comparing_a_follow_up_reads_the_big_models_text_after_the_same_conversation(engine):

@@ -6,7 +6,8 @@ chat template before the new question (`prompt.py`). The page keeps the same pai
 hidden field beside the prompt (so a link can carry them, and "Copy link" reads them like any other
 setting), and keeps each earlier turn's run as a `Turn`, so the turns above the latest answer keep
 their colours and their alternatives. A turn whose run the page does not have (a conversation opened
-from a link) is shown as its text alone.
+from a link) is shown as its text alone. The earlier turns are a panel of their own, drawn when the
+field changes; the latest answer's pictures carry only its question and its own text.
 """
 
 from __future__ import annotations
@@ -81,17 +82,21 @@ def _question(number: int, text: str) -> str:
             f'<span style="color:{GREY}">·</span> {html.escape(text)}</div>')
 
 
-def conversation_html(earlier: Sequence[Turn], question: str, latest: str) -> str:
-    """The text box of a conversation: each earlier question and answer (hover shows what each model
-    considered there; forks are made from the latest answer, or from an earlier one once its branch is
-    shown), then the latest question and `latest`, the answer's own panel. With no earlier turn, the
-    panel alone, as for any single answer."""
-    if not earlier:
-        return latest
-    number = len(earlier) + 1
-    return (f'<div class="cascade-conversation">{earlier_html(earlier)}'
-            f'<div class="cascade-turn cascade-latest" data-turn="{number}">{_question(number, question)}'
-            f"{latest}</div></div>")
+def latest_html(number: int, question: str, panel: str) -> str:
+    """The latest answer's box in a conversation: its question ("Question 3 · …"), then `panel`, the
+    answer's own text panel. With no earlier turn (number 1), the panel alone, as for any single answer."""
+    if number <= 1:
+        return panel
+    return (f'<div class="cascade-turn cascade-latest" data-turn="{number}">{_question(number, question)}'
+            f"{panel}</div>")
+
+
+def conversation_panel(earlier: Sequence[Turn]) -> str:
+    """The earlier questions and answers above the latest answer, in a box of their own: drawn when the
+    conversation changes, never with the pictures of the answer being written (an earlier turn's HTML,
+    a few hundred characters a token, would otherwise travel with every one of them). Hover shows what
+    each model considered there; forks are made from an earlier answer once its branch is shown."""
+    return f'<div class="cascade-conversation">{earlier_html(earlier)}</div>' if earlier else ""
 
 
 def earlier_html(earlier: Sequence[Turn]) -> str:
@@ -114,11 +119,11 @@ def turn_record(turn: Turn) -> dict[str, Any]:
             "events": [e.to_dict() for e in run.events] if run is not None else None}
 
 
-def waiting_html(earlier: Sequence[Turn], question: str) -> str:
+def waiting_html(number: int, question: str) -> str:
     """A conversation opened from a link, before its latest answer is written."""
     latest = tokens.message_panel("Press Generate to write the answer to this question, with the conversation "
                                   "above as its earlier turns.", "info")
-    return conversation_html(earlier, question, latest)
+    return latest_html(number, question, latest)
 
 
 def conversation_words(history: History) -> str:

@@ -179,10 +179,10 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
 
 def run_update(run: Run) -> Update:
     """The text, the chart, the summary and the plain text of a run in progress or finished (a
-    follow-up's earlier turns above its text; the chart and the numbers are its own)."""
+    follow-up's question above its text; its earlier turns are a panel of their own, `conversation_line`)."""
     routing, threshold, rule = Routing(run.events), run.config.threshold, run.config.rule
     panel = tokens.text_panel(routing, run_threshold=threshold, run_rule=rule, given=run.config.answer_prefix)
-    return Update(text_html=conversation.conversation_html(run.earlier, run.prompt, panel),
+    return Update(text_html=conversation.latest_html(len(run.earlier) + 1, run.prompt, panel),
                   chart=chart.perplexity_plot(routing, threshold, run_rule=rule), summary=summary_markdown(run),
                   plain_text=run.answer, run=run, rules_box=gr.update(visible=False))
 
@@ -423,7 +423,7 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
     routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
     panel = tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold, run_rule=run_rule, rule=rule,
                               given=run.config.answer_prefix)
-    return Update(text_html=conversation.conversation_html(run.earlier, run.prompt, panel),
+    return Update(text_html=conversation.latest_html(len(run.earlier) + 1, run.prompt, panel),
                   chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule))
 
 
@@ -597,14 +597,19 @@ def followup_box(run: Run | None) -> Any:
     return gr.update(visible=run is not None and not run.running and run.config.chat)
 
 
-def conversation_line(history: Any) -> tuple:
-    """The row by the prompt (its line, and "New conversation"), shown while the request continues a
-    conversation."""
+def conversation_line(history: Any, shown: Run | None = None) -> tuple:
+    """When the request's conversation changes (a follow-up asked, a branch shown, a link, "New
+    conversation"): the row by the prompt (its line, and "New conversation"), shown while the request
+    continues a conversation, and the earlier turns' panel above the answer, with the colours of the
+    runs that wrote them where `shown` (the run on the page) has them."""
     try:
-        words = conversation.conversation_words(conversation.parse_history(history))
+        turns = conversation.parse_history(history)
     except ValueError as e:
         words = f"**The conversation cannot be read:** {e}. Start a new conversation."
-    return gr.update(visible=bool(words)), words
+        return gr.update(visible=True), words, gr.update(value="", visible=False)
+    panel = conversation.conversation_panel(conversation.turns_of(turns, shown if isinstance(shown, Run) else None))
+    words = conversation.conversation_words(turns)
+    return gr.update(visible=bool(words)), words, gr.update(value=panel, visible=bool(panel))
 
 
 def stop(run: Run | None) -> tuple:

@@ -254,6 +254,9 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                              elem_classes="cascade-summary")
                 out["branches"] = gr.Radio([], label="Branches of this session", visible=False,
                                            elem_classes="cascade-branches")
+                # A follow-up's earlier questions and answers: drawn when the conversation changes, not with
+                # every picture of the answer being written (`conversation.conversation_panel`).
+                earlier_html = gr.HTML("", visible=False, elem_classes="cascade-earlier-box", js_on_load=HOVER_JS)
                 with gr.Row(equal_height=False):
                     out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.",
                                                                     "info"), label="Answer",
@@ -314,9 +317,9 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         stopping = stop_btn.click(stop, inputs=[out["run"]], outputs=outputs(STOP_OUTPUTS),
                                   cancels=[generating, comparing, fork_generating, *followup_events], queue=False,
                                   api_visibility="private")
-        inputs["history"].change(conversation_line, inputs=[inputs["history"]],
-                                 outputs=[conversation_row, conversation_md], queue=False, show_progress="hidden",
-                                 api_visibility="private")
+        inputs["history"].change(conversation_line, inputs=[inputs["history"], out["run"]],
+                                 outputs=[conversation_row, conversation_md, earlier_html], queue=False,
+                                 show_progress="hidden", api_visibility="private")
         new_conversation_btn.click(lambda: "", outputs=[inputs["history"]], queue=False, show_progress="hidden",
                                    api_visibility="private")
         for event in (generating, fork_generating, comparing, stopping, *followup_events):
@@ -396,9 +399,9 @@ def make_apply_link(router: RouterSource | None = None):
         if "rule" in link.values:
             updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": link.values["threshold"]})
         message = link.message()
-        # A conversation's earlier turns are shown at once, above the question it asks next.
+        # A conversation's question waits under its earlier turns (drawn when the history field changes).
         history = conversation.parse_history(link.values.get("history", ""))
-        waiting = (conversation.waiting_html(conversation.turns_of(history), link.values.get("prompt", ""))
+        waiting = (conversation.waiting_html(len(history) // 2 + 1, link.values.get("prompt", ""))
                    if history else gr.skip())
         return tuple(updates[name] for name in GENERATE_INPUTS) + (gr.skip() if message is None else message,
                                                                      link.run, waiting)
