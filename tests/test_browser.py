@@ -500,12 +500,20 @@ def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_con
     assert again.inner_text(".cascade-text") == latest_text
     again.close()
 
-    # Branch 1 again: its answer alone, its own request back in the controls (no conversation).
-    branches.locator("label").filter(has_text="1 · ").click()
+    # The first question's "show its chart": its branch, as if chosen in the list: its answer alone, its
+    # chart, its own request back in the controls (no conversation).
+    page.locator(".cascade-earlier .cascade-show-turn").click()
     page.wait_for_function("(t) => document.querySelector('.cascade-text')?.innerText === t"
                            " && !document.querySelector('.cascade-earlier')", arg=first_text, timeout=15_000)
+    assert page.inner_text(".cascade-summary") == first_summary
     assert page.get_by_label("Prompt").input_value() == PROMPT
+    page.wait_for_function("() => document.querySelector('.cascade-branches input:checked')?.closest('label')"
+                           "?.innerText.startsWith('1 · ')", timeout=10_000)
     page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
+    # And branch 2 from the list: the conversation again, with the first answer's colours.
+    branches.locator("label").nth(1).click()
+    page.locator(".cascade-earlier").wait_for(timeout=15_000)
+    assert page.evaluate(COUNT, ".cascade-earlier .tok.red") == first_red
     page.close()
 
 

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from cascade import GenerationConfig
 from cascade.prompt import PromptError, encode_prompt, parse_history, render_chat
 from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
-from cascade.ui.handlers import (REQUEST_CONTROLS, Run, Update, compare_updates, conversation_line, followup_box,
-                                 followup_request, generate_updates, record_branch, request_config, show_branch)
+from cascade.ui.handlers import (MAX_BRANCHES, REQUEST_CONTROLS, Run, Update, compare_updates, conversation_line,
+                                 followup_box, followup_request, generate_updates, record_branch, request_config,
+                                 show_branch, turn_branch)
 from cascade.ui.link import copy_link_js, read_link
 from cascade.ui.runfile import read_run, run_html
 
@@ -42,6 +42,15 @@ def page_run(engine, prompt: str, shown: Run | None = None, **changes) -> tuple[
     """The page's generate handler on `prompt` in chat mode: its updates, and the run it ends with."""
     updates = list(generate_updates(lambda progress: engine, prompt, "chat", settings(**changes), NoProgress(), shown))
     return updates, updates[-1].run
+
+
+def two_turns(engine) -> tuple[Run, str, Run]:
+    """A question, and the follow-up asked under its answer: (the first run, the conversation's JSON, the
+    follow-up's run)."""
+    _, first = page_run(engine, QUESTION)
+    _, history = followup_request(FOLLOW_UP, first)
+    _, second = page_run(engine, FOLLOW_UP, first, history=history)
+    return first, history, second
 
 
 # ---- what the models read ---------------------------------------------------------------------------
@@ -190,10 +199,8 @@ def test_turns_keep_their_runs_only_while_the_conversation_is_theirs(engine):
 
 
 def test_a_follow_up_is_a_branch_that_names_the_answer_it_follows_and_brings_its_request_back(engine):
-    _, first = page_run(engine, QUESTION)
+    first, history, second = two_turns(engine)
     branches, _, current, _ = record_branch(first, [], None)
-    _, history = followup_request(FOLLOW_UP, first)
-    _, second = page_run(engine, FOLLOW_UP, first, history=history)
     branches, listed, current, _ = record_branch(second, branches, None)
     assert current == 2 and branches[1].label == f"2 · follow-up to 1: {FOLLOW_UP}"
     assert listed["choices"][1] == branches[1].label
@@ -206,9 +213,7 @@ def test_a_follow_up_is_a_branch_that_names_the_answer_it_follows_and_brings_its
 
 
 def test_comparing_a_follow_up_reads_the_big_models_text_after_the_same_conversation(engine):
-    _, first = page_run(engine, QUESTION)
-    _, history = followup_request(FOLLOW_UP, first)
-    _, second = page_run(engine, FOLLOW_UP, first, history=history)
+    first, history, second = two_turns(engine)
     read = []
 
     class Spy:  # the engine, noting which conversation the rules' curves read the big model's text after
@@ -223,6 +228,22 @@ def test_comparing_a_follow_up_reads_the_big_models_text_after_the_same_conversa
     assert read == [second.config.history]
     *_, alone = engine.generate(FOLLOW_UP, second.config.replace(policy="target"))
     assert updates[-1].numbers["big_model_alone"]["text"] == alone.text
+
+
+def test_an_earlier_turn_shows_its_own_branch_and_says_why_where_there_is_none(engine):
+    first, history, second = two_turns(engine)
+    branches, _, _, _ = record_branch(first, [], None)
+    branches, _, _, _ = record_branch(second, branches, None)
+    assert turn_branch(second, 1, branches) is branches[0]
+    # The panel offers it for turns the page has the run of, and not for a link's.
+    assert 'class="cascade-show-turn"' in conversation_line(history, second)[2]["value"]
+    assert "cascade-show-turn" not in conversation_line(history, None)[2]["value"]
+    for run, number, words in [(second, 2, "no such earlier turn"), (second, 0, "no such earlier turn"),
+                               (second, "1", "no such earlier turn"), (None, 1, "no such earlier turn"),
+                               (replace(second, earlier=(Turn(QUESTION, first.answer),)), 1, "came with a link"),
+                               (second, 1, f"latest {MAX_BRANCHES} branches")]:
+        with pytest.raises(ValueError, match=words):
+            turn_branch(run, number, branches if "latest" not in words else branches[1:])
 
 
 # ---- links, run files, the command line -------------------------------------------------------------
@@ -243,9 +264,7 @@ def test_a_link_carries_a_conversation_and_refuses_a_malformed_or_too_long_one()
 
 
 def test_a_run_file_keeps_the_conversation_with_the_earlier_answers_colours(engine):
-    _, first = page_run(engine, QUESTION)
-    _, history = followup_request(FOLLOW_UP, first)
-    _, second = page_run(engine, FOLLOW_UP, first, history=history)
+    first, history, second = two_turns(engine)
     document = run_html(second.prompt, second.config, second.events, second.summary, models={}, created="now",
                         earlier=second.earlier)
     record = read_run(document)

@@ -77,8 +77,15 @@ _QUESTION_STYLE = ("margin:10px 0 4px;padding:6px 10px;border-radius:8px;backgro
 _EARLIER_STYLE = TEXT_STYLE + ";min-height:0;opacity:.92"
 
 
-def _question(number: int, text: str) -> str:
-    return (f'<div class="cascade-question" style="{_QUESTION_STYLE}"><b>Question {number}</b> '
+_SHOW_STYLE = (f"float:right;margin-left:10px;font-size:.85em;color:{GREY};cursor:pointer;"
+               "text-decoration:underline dotted")
+
+
+def _question(number: int, text: str, selectable: bool = False) -> str:
+    show = (f'<span class="cascade-show-turn" role="button" tabindex="0" style="{_SHOW_STYLE}" '
+            f'title="Show this answer again: its chart, numbers and what-if, and ask or fork from it">'
+            f"show its chart</span>" if selectable else "")
+    return (f'<div class="cascade-question" style="{_QUESTION_STYLE}">{show}<b>Question {number}</b> '
             f'<span style="color:{GREY}">·</span> {html.escape(text)}</div>')
 
 
@@ -96,16 +103,18 @@ def conversation_panel(earlier: Sequence[Turn]) -> str:
     conversation changes, never with the pictures of the answer being written (an earlier turn's HTML,
     a few hundred characters a token, would otherwise travel with every one of them). Hover shows what
     each model considered there; forks are made from an earlier answer once its branch is shown."""
-    return f'<div class="cascade-conversation">{earlier_html(earlier)}</div>' if earlier else ""
+    return f'<div class="cascade-conversation">{earlier_html(earlier, selectable=True)}</div>' if earlier else ""
 
 
-def earlier_html(earlier: Sequence[Turn]) -> str:
-    """The earlier questions and answers, oldest first (a run file shows them before its own question)."""
+def earlier_html(earlier: Sequence[Turn], selectable: bool = False) -> str:
+    """The earlier questions and answers, oldest first (a run file shows them before its own question).
+    `selectable`: each turn the page has the run of offers to show it again (`SHOW_TURN_JS`)."""
     parts = []
     for number, turn in enumerate(earlier, 1):
         note = "" if turn.run is not None else (f'<div class="cascade-turn-note" style="color:{GREY};font-size:.85em">'
                                                 f"as the link gave it: its text alone, not its colours</div>")
-        parts.append(f'<div class="cascade-turn cascade-earlier" data-turn="{number}">{_question(number, turn.question)}'
+        question = _question(number, turn.question, selectable and turn.run is not None)
+        parts.append(f'<div class="cascade-turn cascade-earlier" data-turn="{number}">{question}'
                      f'<div class="cascade-earlier-text" style="{_EARLIER_STYLE}">{turn.answer_html}</div>{note}</div>')
     return "".join(parts)
 
@@ -124,6 +133,20 @@ def waiting_html(number: int, question: str) -> str:
     latest = tokens.message_panel("Press Generate to write the answer to this question, with the conversation "
                                   "above as its earlier turns.", "info")
     return latest_html(number, question, latest)
+
+
+# The earlier turns' panel's own script (after the hover's, `js_on_load`): "show its chart" by an earlier
+# question sends the panel's `select` event with the turn's number (`handlers.show_turn`).
+SHOW_TURN_JS = """
+const showTurn = (e) => {
+  const button = e.target.closest && e.target.closest(".cascade-show-turn");
+  if (!button || !element.contains(button) || !trigger) return;
+  e.stopPropagation();
+  trigger("select", {index: Number(button.closest(".cascade-turn").dataset.turn), value: "turn"});
+};
+element.addEventListener("click", showTurn);
+element.addEventListener("keydown", (e) => { if (e.key === "Enter") showTurn(e); });
+"""
 
 
 def conversation_words(history: History) -> str:

@@ -565,6 +565,20 @@ def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
     return update.values(BRANCH_OUTPUTS) + (branch.number,) + request_values(run)
 
 
+def turn_branch(run: Run | None, number: Any, branches: Sequence[Branch] | None) -> Branch:
+    """The branch of the earlier turn `number` (1, 2, …) of the conversation `run` follows. ValueError
+    where there is none: a turn a link gave (its text alone), or one the branch list has let go."""
+    if run is None or not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= len(run.earlier):
+        raise ValueError("the answer shown has no such earlier turn")
+    turn = run.earlier[number - 1].run
+    if turn is None:
+        raise ValueError("this turn came with a link, which keeps its text alone, not its run")
+    branch = next((b for b in branches or [] if b.run.id == turn.id), None)
+    if branch is None:
+        raise ValueError(f"this turn is no longer kept (the list keeps the latest {MAX_BRANCHES} branches)")
+    return branch
+
+
 # ---- follow-up questions -----------------------------------------------------------------------------
 
 def followup_request(question: Any, run: Run | None) -> tuple[str, str]:

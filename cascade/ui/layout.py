@@ -17,8 +17,8 @@ from ..policies import POLICY_TABLE
 from . import conversation, rulewords, tokens
 from .handlers import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS,
                        REQUEST_CONTROLS, STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, ask_followup,
-                       conversation_line, followup_box, fork_prefix, make_compare, make_generate, offer_download,
-                       record_branch, rule_changed, show_branch, stop, whatif)
+                       branches_update, conversation_line, followup_box, fork_prefix, make_compare, make_generate,
+                       offer_download, record_branch, rule_changed, show_branch, stop, turn_branch, whatif)
 from .hover import HOVER_JS
 from .link import copy_link_js, read_link
 
@@ -84,8 +84,9 @@ HOW_TO_READ = """\
   numbers again; nothing is regenerated. A link or a run file of a fork carries its start, so it replays.
 - **Ask a follow-up:** in chat mode, under a finished answer, type a question about it. Both models read
   the whole conversation first, then write the new answer under the earlier ones, which keep their colours;
-  the chart and the numbers are the new answer's. Each follow-up is a branch too: choose an earlier one to
-  see its chart and numbers, or to ask from there. "New conversation" starts afresh. A conversation that
+  the chart and the numbers are the new answer's. Each follow-up is a branch too: press "show its chart"
+  by an earlier question (or choose its branch) to see that answer's chart and numbers, or to ask or fork
+  from there. "New conversation" starts afresh. A conversation that
   has grown past what the models can read at once is refused, with both sizes named; nothing is left out
   without telling you.
 - **The answer starts with** (under "System message and the answer's start"): text you give as the start
@@ -256,7 +257,8 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
                                            elem_classes="cascade-branches")
                 # A follow-up's earlier questions and answers: drawn when the conversation changes, not with
                 # every picture of the answer being written (`conversation.conversation_panel`).
-                earlier_html = gr.HTML("", visible=False, elem_classes="cascade-earlier-box", js_on_load=HOVER_JS)
+                earlier_html = gr.HTML("", visible=False, elem_classes="cascade-earlier-box",
+                                       js_on_load=HOVER_JS + conversation.SHOW_TURN_JS)
                 with gr.Row(equal_height=False):
                     out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.",
                                                                     "info"), label="Answer",
@@ -336,6 +338,14 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
             show_progress="hidden", api_visibility="private")
         showing.then(followup_box, inputs=[out["run"]], outputs=[followup_row], queue=False, show_progress="hidden",
                      api_visibility="private")
+        # "show its chart" by an earlier question: that turn's branch, as if chosen in the list (queued, so a
+        # refusal shows as a toast).
+        showing_turn = earlier_html.select(
+            show_turn, inputs=[out["run"], branches],
+            outputs=outputs(BRANCH_OUTPUTS) + [current] + [inputs[name] for name in REQUEST_CONTROLS] + [out["branches"]],
+            show_progress="hidden", api_visibility="private")
+        showing_turn.then(followup_box, inputs=[out["run"]], outputs=[followup_row], queue=False,
+                          show_progress="hidden", api_visibility="private")
         inputs["threshold"].change(whatif, inputs=[inputs["threshold"], out["run"], inputs["rule"]],
                                    outputs=outputs(WHATIF_OUTPUTS), queue=False, show_progress="hidden",
                                    trigger_mode="always_last", api_visibility="private")
@@ -363,6 +373,15 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
         if describe_models is not None:
             demo.load(describe_models, outputs=[models_md], queue=False, api_visibility="private")
     return demo
+
+
+def show_turn(run: Any, branches: Any, evt: gr.SelectData) -> tuple:
+    """An earlier turn's "show its chart": its branch shown (`show_branch`), and chosen in the list."""
+    try:
+        branch = turn_branch(run, evt.index, branches)
+    except ValueError as e:
+        raise gr.Error(f"Cannot show that turn: {e}.") from e
+    return show_branch(branch.label, branches) + (branches_update(branches, branch.number),)
 
 
 def fork_start(run: Any, current: Any, evt: gr.SelectData) -> tuple:
