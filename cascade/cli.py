@@ -134,26 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     api_bench = sub.add_parser("api-bench", help="the same request through the engine and through the API, "
                                                   "side by side: tokens/s and when the first token arrives")
-    add_model_flags(api_bench)
-    api_bench.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page],
-                           default="cascade", help="(default %(default)s)")
-    api_bench.add_argument("--max-tokens", type=int, default=128, help="(default %(default)s)")
-    api_bench.add_argument("--rounds", type=int, default=3, help="requests each way, alternating (default %(default)s)")
-    api_bench.add_argument("--prompt", default="Explain in a few sentences how a bicycle stays upright.")
-    api_bench.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
+    _add_side_by_side_flags(api_bench, max_tokens=128, rounds=3,
+                            prompt="Explain in a few sentences how a bicycle stays upright.")
 
     page_bench = sub.add_parser("page-bench", help="the same request through the engine and through the page, side "
                                                     "by side (a client in its own process), and what recording "
                                                     "both models' alternatives costs")
-    add_model_flags(page_bench)
-    page_bench.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page],
-                            default="cascade", help="(default %(default)s)")
-    page_bench.add_argument("--max-tokens", type=int, default=64, help="(default %(default)s)")
-    page_bench.add_argument("--rounds", type=int, default=4, help="requests each way, alternating (default %(default)s)")
-    page_bench.add_argument("--prompt", default="Explain to a ten-year-old why the sky is blue.")
+    _add_side_by_side_flags(page_bench, max_tokens=64, rounds=4, prompt="Explain to a ten-year-old why the sky is blue.")
     page_bench.add_argument("--alternatives-cost", action="store_true",
                             help="instead: the engine with no alternatives and with the top 5, alternating")
-    page_bench.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
 
     workers = sub.add_parser("workers", help="the page with N engines against one: throughput and per-request speed")
     add_model_flags(workers)
@@ -163,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     workers.add_argument("--settings", nargs="+", default=["1x2", "2x2", "2x1"], metavar="NxT",
                          help="engines x threads per model, in order (default %(default)s)")
     return parser
+
+
+def _add_side_by_side_flags(parser: argparse.ArgumentParser, *, max_tokens: int, rounds: int, prompt: str) -> None:
+    """The flags of a bench that runs one request through the engine and through a front end (the page,
+    the API), alternating: the models, the policy, the request's length and prompt, rounds, and --json."""
+    add_model_flags(parser)
+    parser.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page], default="cascade",
+                        help="(default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="(default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=rounds, help="requests each way, alternating (default %(default)s)")
+    parser.add_argument("--prompt", default=prompt)
+    parser.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
 
 
 def _add_prompt_flags(parser: argparse.ArgumentParser, default_split: str) -> None:

@@ -169,13 +169,22 @@ def shown_settings(page) -> dict[str, str]:
             "seed": page.get_by_label("Seed").input_value()}
 
 
+def opened_link(browser, url: str, query: str):
+    """A new page at `url` with the link's `query`, once the page has read it (and, with run=1, finished)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}?{query}")
+    if "run=1" in query:
+        finished(page)
+    else:
+        page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
+                               timeout=30_000)
+    return page
+
+
 def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     from urllib.parse import parse_qs, urlencode, urlsplit
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{page_url}?{urlencode(LINKED)}")
-    page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=30_000)
+    page = opened_link(browser, page_url, urlencode(LINKED))
     shown = shown_settings(page)
     assert shown["prompt"] == LINKED["prompt"] and shown["raw"] == "True"
     for name in ("threshold", "k", "rollback_threshold", "max_tokens", "temperature", "seed"):
@@ -542,9 +551,7 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     assert not page.get_by_label("Ask a follow-up").is_visible()
     page.close()
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{page_url}?prompt=The+cat+sat&mode=chat&max_tokens=1024&run=1")  # as long as the context allows
-    finished(page)
+    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=chat&max_tokens=1024&run=1")  # the context's most
     page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
     page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
     assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in page.inner_text(".cascade-summary")
@@ -563,9 +570,7 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     page.close()
 
     # Asked while the next answer is still being written: refused, and that answer goes on.
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{page_url}?prompt=The+cat+sat&mode=chat&max_tokens=400&run=1")
-    finished(page)
+    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=chat&max_tokens=400&run=1")
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
@@ -593,10 +598,7 @@ def test_a_link_too_long_to_open_reliably_says_to_download_the_run_instead(brows
 def test_twenty_branches_keep_the_page_responsive(browser, page_url):
     import time
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{page_url}?prompt=The+cat+sat&mode=raw&max_tokens=48")
-    page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=30_000)
+    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=raw&max_tokens=48")
     labels = page.locator(".cascade-branches label")
     for n in range(1, 21):
         page.get_by_role("button", name="Generate").click()
