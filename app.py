@@ -12,10 +12,11 @@ import argparse
 import logging
 import os
 
-from cascade.api.server import ApiSettings, create_api, tune_interpreter
-from cascade.settings import add_model_flags, model_config, model_flags
-from cascade.ui.layout import build_demo, engines_router, queued
-from cascade.ui.service import EngineService
+from cascade.api.server import ApiSettings, create_api
+from cascade.serving.pump import tune_interpreter
+from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.ui.layout import build_demo, queued
+from cascade.serving.service import EngineService
 
 service = EngineService()
 
@@ -23,7 +24,7 @@ service = EngineService()
 def page(workers: int):
     """The page over the service's engines, `workers` requests at once (each leases its own engine)."""
     return build_demo(service.lease, describe_models=service.describe, concurrency=workers,
-                      router=lambda: engines_router(service))
+                      router=service.router)
 
 
 def workers_from_environment() -> int:

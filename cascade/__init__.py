@@ -6,12 +6,12 @@
         ...  # TokenEvents as they happen, then one Summary
 """
 
-from .config import GenerationConfig, ModelConfig
-from .policies import POLICIES
-from .engine import Engine
-from .events import ModelStats, Summary, TokenEvent
-from .models import ModelError, ModelPair, load_pair
-from .prompt import PromptError
+from .engine.config import GenerationConfig, ModelConfig
+from .engine.policies import POLICIES
+from .engine.engine import Engine
+from .engine.events import ModelStats, Summary, TokenEvent
+from .engine.models import ModelError, ModelPair, load_pair
+from .engine.prompt import PromptError
 
 __all__ = ["Engine", "GenerationConfig", "ModelConfig", "ModelError", "ModelPair", "ModelStats", "POLICIES",
            "PromptError", "Summary", "TokenEvent", "load_pair"]

@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .config import GenerationConfig, ModelConfig
-from .engine import Engine
-from .events import Summary, TokenEvent, complete_events
-from .models import ModelError, load_pair
-from .policies import POLICY_TABLE
-from .router import load_router
-from .rules import RULE_TABLE
-from .settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
+from .engine.config import GenerationConfig, ModelConfig
+from .engine.engine import Engine
+from .engine.events import Summary, TokenEvent, complete_events
+from .engine.models import ModelError, load_pair
+from .engine.policies import POLICY_TABLE
+from .routing.router import load_router
+from .routing.rules import RULE_TABLE
+from .serving.settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 
 RED, MAGENTA, DIM_STRIKE, RESET = "\033[91m", "\033[95m", "\033[2;9m", "\033[0m"
 
@@ -179,7 +179,7 @@ def _add_prompt_flags(parser: argparse.ArgumentParser, default_split: str) -> No
 
 
 def _prompt_items(args: argparse.Namespace) -> list:
-    from .examples import load_prompts, load_split
+    from .serving.examples import load_prompts, load_split
 
     items = load_prompts(args.prompts) if args.prompts else load_split(args.split)
     if args.limit is not None:
@@ -229,7 +229,7 @@ def _regularisation(value: str) -> float | None:
 
 
 def run_routers_command(args: argparse.Namespace) -> int:
-    from .bench.machine import describe_machine
+    from .serving.machine import describe_machine
     from .bench.routers import evaluate
     from .bench.routers_report import chart_html, markdown
 
@@ -297,8 +297,9 @@ def run_serve_command(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .api.server import ApiSettings, create_api, tune_interpreter
-    from .ui.service import EngineService
+    from .api.server import ApiSettings, create_api
+    from .serving.pump import tune_interpreter
+    from .serving.service import EngineService
 
     tune_interpreter()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -314,7 +315,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
 
 
 def run_api_bench_command(args: argparse.Namespace) -> int:
-    from .bench.api import measure_api
+    from .bench.api_speed import measure_api
 
     if args.rounds < 1 or args.max_tokens < 1:
         raise ValueError("--rounds and --max-tokens must be at least 1")
@@ -329,7 +330,7 @@ def run_api_bench_command(args: argparse.Namespace) -> int:
 
 
 def run_page_bench_command(args: argparse.Namespace) -> int:
-    from .bench.page import alternatives_cost, measure_page
+    from .bench.page_speed import alternatives_cost, measure_page
 
     if args.rounds < 1 or args.max_tokens < 1:
         raise ValueError("--rounds and --max-tokens must be at least 1")
@@ -431,7 +432,7 @@ def run_bench_command(args: argparse.Namespace) -> int:
     from .bench import default_cases, report, run_bench
     from .bench.run import with_draft_variants
     from .bench.peer import llama_cpp_peer
-    from .examples import load_examples
+    from .serving.examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
     if args.examples != "all":
@@ -475,7 +476,7 @@ def _engines_by_threads(spec: str) -> tuple[int, int]:
 
 def run_workers_command(args: argparse.Namespace) -> int:
     from .bench.workers import measure_workers, workers_table
-    from .examples import load_examples
+    from .serving.examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
     settings = [_engines_by_threads(s) for s in args.settings]

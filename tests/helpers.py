@@ -18,7 +18,7 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
-from cascade.events import Summary, TokenEvent  # noqa: E402
+from cascade.engine.events import Summary, TokenEvent  # noqa: E402
 from cascade.ui.handlers import GENERATE_INPUTS, request_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from cascade.events import ModelStats, Summary, TokenEvent
+from cascade.engine.events import ModelStats, Summary, TokenEvent
 
 
 def ev(position, text, source="draft", status="accepted", draft_ppl=None, target_ppl=None) -> TokenEvent:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from cascade import GenerationConfig
-from cascade.events import complete_events
-from cascade.rules import read_row
-from cascade.sampling import largest, log_softmax, top_tokens
+from cascade.engine.events import complete_events
+from cascade.engine.sampling import log_softmax
+from cascade.routing.reading import largest, read_row, top_tokens
 
 from .helpers import accepted_ids, run
 

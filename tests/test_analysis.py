@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cascade.analysis import Routing, slots
+from cascade.engine.analysis import Routing, slots
 
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev
 

@@ -22,9 +22,9 @@ from gradio_client import Client  # noqa: E402
 from cascade import ModelConfig, ModelError  # noqa: E402
 from cascade.api import protocol  # noqa: E402
 from cascade.api.server import ApiSettings, create_api  # noqa: E402
-from cascade.events import Summary, TokenEvent  # noqa: E402
-from cascade.sampling import log_softmax  # noqa: E402
-from cascade.ui.service import EngineService  # noqa: E402
+from cascade.engine.events import Summary, TokenEvent  # noqa: E402
+from cascade.engine.sampling import log_softmax  # noqa: E402
+from cascade.serving.service import EngineService  # noqa: E402
 
 from .helpers import engine_text, free_port, page_inputs  # noqa: E402
 
@@ -140,7 +140,7 @@ def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
 def test_the_stream_ends_without_waiting_for_the_targets_scoring_pass(client, service, monkeypatch):
     """No API field reports the target's perplexity of the text, so the API never pays for that pass;
     the engine's text without it is the same."""
-    from cascade.engine import Generation
+    from cascade.engine import loop
 
     with service.lease() as engine:
         *_, unscored = engine.generate("Tell me about cats.", score=False)
@@ -151,7 +151,7 @@ def test_the_stream_ends_without_waiting_for_the_targets_scoring_pass(client, se
     def refuse(*_args, **_kwargs):
         raise AssertionError("the API ran the target's scoring pass")
 
-    monkeypatch.setattr(Generation, "score_text", refuse)
+    monkeypatch.setattr(loop, "score", refuse)
     stream = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 

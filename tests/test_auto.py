@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from cascade.auto import AutoTuner
-from cascade.events import TokenEvent
+from cascade.engine.auto import AutoTuner
+from cascade.engine.events import TokenEvent
 
 from .helpers import run
 

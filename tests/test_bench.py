@@ -8,8 +8,8 @@ import pytest
 
 from cascade.bench.costs import Costs, bounds
 from cascade.bench.run import Case, with_draft_variants
-from cascade.config import GenerationConfig
-from cascade.rules import RULE_TABLE
+from cascade.engine.config import GenerationConfig
+from cascade.routing.rules import RULE_TABLE
 
 from .helpers import cascade
 

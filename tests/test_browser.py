@@ -19,11 +19,11 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import GenerationConfig  # noqa: E402
-from cascade.config import limits  # noqa: E402
+from cascade.engine.config import limits  # noqa: E402
 
-from cascade.engine import Engine  # noqa: E402
-from cascade.router import FEATURES, Router  # noqa: E402
-from cascade.rules import RULE_TABLE  # noqa: E402
+from cascade.engine.engine import Engine  # noqa: E402
+from cascade.routing.router import FEATURES, Router  # noqa: E402
+from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.layout import RULE_LABEL  # noqa: E402
 

@@ -8,8 +8,8 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from cascade.analysis import Routing
-from cascade.events import TokenEvent
+from cascade.engine.analysis import Routing
+from cascade.engine.events import TokenEvent
 from cascade.ui import chart
 from cascade.ui.style import RED
 
@@ -162,7 +162,7 @@ def test_positions_without_the_rules_number_lie_along_the_bottom():
 # ---- which rule decides best ------------------------------------------------------------------------
 
 def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
-    from cascade.teacher import Curve
+    from cascade.routing.curves import Curve
 
     curves = {"perplexity": Curve("perplexity", (0.0, 0.5, 1.0), (0.6, 0.9, 1.0), (5.0, 2.0, None)),
               "margin": Curve("margin", (0.0, 0.25, 1.0), (0.6, 0.95, 1.0), (0.0, 0.3, None))}

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from cascade.config import GenerationConfig, ModelConfig, limits
+from cascade.engine.config import GenerationConfig, ModelConfig, limits
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -34,7 +34,7 @@ def test_limits_expose_default_range_and_help():
 
 
 def test_each_rule_brings_its_own_default_threshold():
-    from cascade.rules import RULE_TABLE
+    from cascade.routing.rules import RULE_TABLE
 
     for name, rule in RULE_TABLE.items():
         config = GenerationConfig(rule=name).validate()

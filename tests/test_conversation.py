@@ -11,9 +11,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig  # noqa: E402
-from cascade.engine import Generation  # noqa: E402
-from cascade.events import Summary  # noqa: E402
-from cascade.prompt import PromptError  # noqa: E402
+from cascade.engine.loop import Generation  # noqa: E402
+from cascade.engine.events import Summary  # noqa: E402
+from cascade.engine.prompt import PromptError  # noqa: E402
 
 from .helpers import cascade, engine_for, engine_text, json_lines, page_inputs, run, serve  # noqa: E402
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cascade import Engine, GenerationConfig, ModelConfig, PromptError, load_pair
-from cascade import sampling as S
+from cascade.engine import sampling as S
 
 from .helpers import accepted_ids, engine_for, run
 

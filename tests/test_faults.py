@@ -77,7 +77,7 @@ def test_truncated_gguf_is_refused(toy, tmp_path):
     assert run(engine, PROMPT, max_tokens=4)[1].n_tokens == 4
 
 
-RESOLVE = "import sys; from cascade.models import resolve_model; print(resolve_model(sys.argv[1], 'target'))"
+RESOLVE = "import sys; from cascade.engine.models import resolve_model; print(resolve_model(sys.argv[1], 'target'))"
 
 
 def resolve_in_a_new_process(spec: str, env: dict) -> subprocess.CompletedProcess:

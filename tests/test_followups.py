@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from cascade.prompt import PromptError, encode_prompt, parse_history, render_chat
+from cascade.engine.prompt import PromptError, encode_prompt, parse_history, render_chat
 from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
 from cascade.ui.handlers import (MAX_BRANCHES, REQUEST_CONTROLS, Run, Update, compare_updates, conversation_line,

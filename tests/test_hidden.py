@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gguf import GGUFReader
 
-from cascade.router import FEATURES, Router, fit, hidden_names
+from cascade.routing.router import FEATURES, Router, fit, hidden_names
 
 from .helpers import accepted_ids, engine_for, run
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gradio_client import Client
 
-from cascade.events import Summary
+from cascade.engine.events import Summary
 from cascade.ui.handlers import GENERATE_INPUTS
 
 from .helpers import SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines, page_inputs, serve

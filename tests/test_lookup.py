@@ -14,11 +14,11 @@ import re
 import numpy as np
 import pytest
 
-from cascade import sampling as S
-from cascade.analysis import Routing
+from cascade.engine import sampling as S
+from cascade.engine.analysis import Routing
 from cascade.cli import MAGENTA, _render
-from cascade.events import ModelStats, TokenEvent
-from cascade.lookup import MIN_NGRAM, continuation
+from cascade.engine.events import ModelStats, TokenEvent
+from cascade.engine.lookup import MIN_NGRAM, continuation
 from cascade.ui import chart, sentences, tokens
 from cascade.ui.handlers import SETTINGS, request_config
 from cascade.ui.runfile import read_run, run_html

@@ -20,21 +20,22 @@ import gradio as gr  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
-from cascade.config import limits  # noqa: E402
-from cascade.events import Summary, TokenEvent  # noqa: E402
-from cascade.rules import RULE_TABLE  # noqa: E402
-from cascade.settings import model_config  # noqa: E402
-from cascade.analysis import Routing  # noqa: E402
-from cascade.bench.page import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
-from cascade.engine import Engine  # noqa: E402
-from cascade.router import FEATURES, Router  # noqa: E402
+from cascade.engine.config import limits  # noqa: E402
+from cascade.engine.events import Summary, TokenEvent  # noqa: E402
+from cascade.routing.rules import RULE_TABLE  # noqa: E402
+from cascade.serving.settings import model_config  # noqa: E402
+from cascade.engine.analysis import Routing  # noqa: E402
+from cascade.bench.page_speed import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
+from cascade.engine.engine import Engine  # noqa: E402
+from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
 from cascade.ui.handlers import (GENERATE_INPUTS, Run, Update, compare_updates, make_generate, offer_download,  # noqa: E402
                                   request_config, rule_changed, stop, whatif)
 from cascade.ui.layout import RULE_LABEL, build_demo, make_apply_link  # noqa: E402
 from cascade.ui.link import read_link  # noqa: E402
 from cascade.ui.runfile import read_run  # noqa: E402
-from cascade.ui.service import EngineService, hide_paths, public_message  # noqa: E402
+from cascade.serving.messages import hide_paths, public_message  # noqa: E402
+from cascade.serving.service import EngineService  # noqa: E402
 
 from .helpers import ROOT, SlowEngine, engine_for, engine_text, page_inputs, serve  # noqa: E402
 

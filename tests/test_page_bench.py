@@ -3,7 +3,7 @@ alternatives cost (the numbers themselves are the real pair's, in the README).""
 
 from __future__ import annotations
 
-from cascade.bench.page import alternatives_cost, measure_page
+from cascade.bench.page_speed import alternatives_cost, measure_page
 
 from .helpers import engine_for
 

@@ -28,7 +28,7 @@ from gradio_client import Client
 
 from cascade import Engine, ModelConfig, load_pair
 from cascade.ui.handlers import GENERATE_INPUTS
-from cascade.ui.service import EngineService
+from cascade.serving.service import EngineService
 
 from .helpers import ROOT, WrappedEngine, engine_for, engine_text, free_port, page_inputs, serve
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from cascade.config import GenerationConfig
-from cascade.policies import POLICIES, POLICY_TABLE, policy_list_markdown
-from cascade.settings import add_generation_flags
+from cascade.engine.config import GenerationConfig
+from cascade.engine.policies import POLICIES, POLICY_TABLE, policy_list_markdown
+from cascade.serving.settings import add_generation_flags
 from cascade.ui.handlers import SETTINGS
 
 from .helpers import ROOT, cascade

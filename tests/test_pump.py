@@ -9,7 +9,7 @@ import time
 import pytest
 
 from cascade.ui.layout import PROGRESS_POLL_S, QUEUE_POLL_S, queued
-from cascade.ui.pump import EventPump
+from cascade.serving.pump import EventPump
 
 
 def counting(n: int, every: float = 0.0, log: list | None = None, fail_at: int | None = None):

@@ -99,8 +99,8 @@ def test_one_streamed_chat_completion_through_the_api(real_pair):
     import uvicorn
 
     from cascade.api.server import ApiSettings, create_api
-    from cascade.bench.api import free_local_port
-    from cascade.ui.service import EngineService
+    from cascade.bench.api_speed import free_local_port
+    from cascade.serving.service import EngineService
 
     draft, target = real_pair
     service = EngineService(ModelConfig(draft=draft, target=target, n_threads=2, n_ctx=2048), warm=lambda e: None)
@@ -129,7 +129,7 @@ def test_one_streamed_chat_completion_through_the_api(real_pair):
 
 
 def test_a_follow_up_reads_the_conversation_through_qwens_own_template(engine):
-    from cascade.prompt import render_chat
+    from cascade.engine.prompt import render_chat
 
     question, follow_up = "Name one primary colour, in one word.", "And another one?"
     _, first = run(engine, question, policy="cascade", threshold=5.0, max_tokens=8)

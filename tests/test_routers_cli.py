@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cascade.router import Router
-from cascade.rules import RULE_TABLE
+from cascade.routing.router import Router
+from cascade.routing.rules import RULE_TABLE
 
 from .helpers import cascade
 

@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from cascade.analysis import Routing
-from cascade.costmodel import break_even_share, cascade_cost
-from cascade.router import FEATURES, Router, fit, load_router
-from cascade.rules import RULE_TABLE, read_row
-from cascade.sampling import log_softmax
-from cascade.teacher import curve, roc_auc, rule_curves
+from cascade.engine.analysis import Routing
+from cascade.engine.costmodel import break_even_share, cascade_cost
+from cascade.routing.router import FEATURES, Router, fit, load_router
+from cascade.routing.reading import read_row
+from cascade.routing.rules import RULE_TABLE
+from cascade.engine.sampling import log_softmax
+from cascade.routing.curves import curve, roc_auc, rule_curves
 
 from .helpers import accepted_ids, engine_for, run
 
@@ -261,7 +262,7 @@ def test_break_even_is_where_cascade_stops_beating_the_target():
 def test_the_readmes_list_of_rules_is_the_registrys():
     from pathlib import Path
 
-    from cascade.rules import rule_list_markdown
+    from cascade.routing.rules import rule_list_markdown
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     listed = readme.split("<!-- rules: generated from cascade/rules.py; tests/test_rules.py checks it -->\n")[1]

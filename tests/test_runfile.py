@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cascade import GenerationConfig
-from cascade.policies import POLICY_TABLE
-from cascade.rules import RULE_TABLE
+from cascade.engine.policies import POLICY_TABLE
+from cascade.routing.rules import RULE_TABLE
 from cascade.ui import sentences
 from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from cascade import sampling as S
+from cascade.engine import sampling as S
 
 
 def test_log_softmax_normalises_and_keeps_order():

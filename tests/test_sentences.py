@@ -81,7 +81,7 @@ def test_the_summary_names_a_rule_other_than_the_seeds_and_how_the_big_model_rea
 
 
 def curve(rule, shares, agreements):
-    from cascade.teacher import Curve
+    from cascade.routing.curves import Curve
 
     return Curve(rule, tuple(shares), tuple(agreements), (None,) * len(shares))
 

@@ -12,8 +12,8 @@ import pytest
 from gradio_client import Client
 
 from cascade import ModelConfig, ModelError
-from cascade.models import HUB_TIMEOUT_S, resolve_model
-from cascade.ui.service import EngineService
+from cascade.engine.models import HUB_TIMEOUT_S, resolve_model
+from cascade.serving.service import EngineService
 
 from .helpers import engine_text, page_inputs, serve
 

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from cascade.config import ModelConfig
-from cascade.settings import add_model_flags, model_config, model_flags
+from cascade.engine.config import ModelConfig
+from cascade.serving.settings import add_model_flags, model_config, model_flags
 
 from .helpers import cascade, json_lines
 

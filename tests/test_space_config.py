@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from cascade.config import ModelConfig
+from cascade.engine.config import ModelConfig
 
 try:
     import tomllib

@@ -14,7 +14,7 @@ from cascade.bench import sandbox
 from cascade.bench.tasks import STYLES, Task, TasksError, check_answer, load_tasks, program, subset
 from cascade.bench.tasks_run import (AnswerCache, Configuration, Setup, cache_key, configurations,
                                      parse_thresholds, run_tasks)
-from cascade.events import ModelStats, Summary
+from cascade.engine.events import ModelStats, Summary
 
 from .helpers import cascade
 
@@ -283,7 +283,7 @@ def test_rules_are_compared_at_thresholds_chosen_for_equal_shares(toy, tmp_path)
 
 def test_a_threshold_is_rounded_only_as_far_as_it_sends_the_same_positions():
     from cascade.bench.tasks_run import readable_threshold
-    from cascade.rules import RULE_TABLE
+    from cascade.routing.rules import RULE_TABLE
 
     perplexity, margin = RULE_TABLE["perplexity"], RULE_TABLE["margin"]
     # On code most perplexities lie within a thousandth of 1: three digits ("1") would send them all.

@@ -1,4 +1,4 @@
-from cascade.text import TextAssembler
+from cascade.engine.text import TextAssembler
 
 
 def pieces_of(text: str, size: int = 1) -> list[bytes]:

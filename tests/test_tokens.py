@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 import re
 
-from cascade.analysis import Routing
-from cascade.events import TokenEvent
+from cascade.engine.analysis import Routing
+from cascade.engine.events import TokenEvent
 from cascade.ui import tokens
 from cascade.ui.style import RED
 

@@ -14,17 +14,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..config import GenerationConfig
-from ..events import Summary, TokenEvent
-from ..policies import POLICY_TABLE
-from ..rules import RULE_TABLE
+from ..engine.config import GenerationConfig, request_settings
+from ..engine.events import Summary, TokenEvent
+from ..engine.policies import POLICY_TABLE
+from ..routing.rules import RULE_TABLE
 
 # A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
 DEFAULT_MAX_TOKENS = 1024
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
 MAX_STOP = 4  # as OpenAI
 # The project's own settings in the request's `cascade` object: those OpenAI's fields do not carry.
-EXTENSION_SETTINGS = ("rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "top_k")
+EXTENSION_SETTINGS = request_settings(api="cascade")
 # Fields a chat app may send that this server accepts and does not use (the README lists them).
 IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
            "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction")
@@ -142,8 +142,8 @@ def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     values["max_tokens"] = DEFAULT_MAX_TOKENS if length is None else _int(body, "max_completion_tokens" if
                                                                          "max_completion_tokens" in body else
                                                                          "max_tokens")
-    for name in ("temperature", "top_p", "seed"):
-        if body.get(name) is not None:
+    for name in request_settings(api="openai"):
+        if name not in values and body.get(name) is not None:  # (max_tokens and stop are read above)
             values[name] = body[name]
     extension = body.get("cascade", {})
     if not isinstance(extension, Mapping):

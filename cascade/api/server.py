@@ -3,8 +3,8 @@
 `create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions` and
 `POST /v1/completions`. It shares the page's `EngineService`: a request leases an engine as a page visitor's
 does, so N workers serve N requests at once, page and API together, in the order they came. Each request
-runs the engine's generator in a thread of its own and streams its events as they come; a client that goes
-away stops its generation at once (the generator is closed, as the page's Stop closes it).
+runs the engine's generator in a thread of its own (`serving.pump`) and streams its events as they come; a
+client that goes away stops its generation at once (the generator is closed, as the page's Stop closes it).
 
 Settings (environment): CASCADE_API_KEY (a Bearer key every request must carry; unset, anyone may call, as
 anyone may use the page), CASCADE_API_CORS (origins a browser client may call from, comma-separated, or *),
@@ -13,24 +13,24 @@ CASCADE_API_QUEUE (requests that may wait or run at once; past it, 429).
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
 import os
 import threading
-from contextlib import closing
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Iterator
 
 from fastapi import FastAPI, Request as HttpRequest
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
 
-from ..events import Summary, TokenEvent
-from ..models import ModelError
-from ..prompt import PromptError
-from ..ui.service import EngineService, model_name, public_message
+from ..engine.events import Event, Summary, TokenEvent
+from ..engine.models import ModelError
+from ..engine.prompt import PromptError
+from ..serving.messages import model_name, public_message
+from ..serving.pump import EventPump
+from ..serving.service import EngineService
 from . import protocol
 from .protocol import ApiError, Request
 
@@ -58,66 +58,26 @@ class ApiSettings:
         return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue))
 
 
-_DONE = object()
+class Answer:
+    """One request's generation: it leases an engine in the pump's thread (waiting there, not in the event
+    loop, while every engine is busy), writes without the target's scoring pass (no API field reports it,
+    and the stream's last chunk, after an end-of-text token, would wait for it), and notes the target's
+    measured speed for the final chunk's timings."""
 
-# A generation thread hands Python's GIL back at every call into llama.cpp and wants it again at its
-# end; while the server's event loop holds it to send a chunk, the thread waits up to the interpreter's
-# switch interval (5 ms by default) each time, several times a token. At 0.5 ms the API streamed at
-# 0.98x the engine's speed instead of 0.87x (`python -m cascade api-bench`, the real pair, 2 threads).
-SWITCH_INTERVAL_S = 0.0005
+    def __init__(self, service: EngineService, request: Request) -> None:
+        self.service, self.request = service, request
+        self.target_tokens_per_s: float | None = None
+        self.pump = EventPump(self._events(), name="cascade-api-request")
 
-
-def tune_interpreter() -> None:
-    """Set the process's GIL switch interval for serving (a process-wide setting: a server calls it
-    once at start, never a library)."""
-    import sys
-
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-
-
-@dataclass
-class Run:
-    """One request's generation in a thread of its own, its events handed to the event loop as they come."""
-
-    service: EngineService
-    prompt: str
-    config: Any
-    loop: asyncio.AbstractEventLoop
-    items: asyncio.Queue = field(default_factory=asyncio.Queue)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    target_tokens_per_s: float | None = None
-
-    def start(self) -> None:
-        threading.Thread(target=self._work, daemon=True, name="cascade-api-request").start()
-
-    def _put(self, item: Any) -> None:
-        self.loop.call_soon_threadsafe(self.items.put_nowait, item)
-
-    def _work(self) -> None:
-        try:
-            with self.service.lease() as engine:
-                if self.cancelled.is_set():  # the client left while the request waited for an engine
-                    return
-                # Without the target's scoring pass: no API field reports it, and the stream's last
-                # chunk (the finish reason, after an end-of-text token) would wait for it.
-                with closing(engine.generate(self.prompt, self.config, score=False)) as events:
-                    for event in events:
-                        if self.cancelled.is_set():
-                            return  # closing the generator frees the engine
-                        if isinstance(event, Summary):
-                            step = engine.tuner.target_step.value
-                            self.target_tokens_per_s = 1.0 / step if step else None
-                        self._put(event)
-        except BaseException as e:  # noqa: BLE001 - handed to the request, which answers in OpenAI's words
-            self._put(e)
-        finally:
-            self._put(_DONE)
-
-    async def next(self) -> Any:
-        return await self.items.get()
-
-    def cancel(self) -> None:
-        self.cancelled.set()
+    def _events(self) -> Iterator[Event]:
+        with self.service.lease() as engine:
+            if self.pump.cancelled:  # the client left while the request waited for an engine
+                return
+            for event in engine.generate(self.request.prompt, self.request.config, score=False):
+                if isinstance(event, Summary):
+                    step = engine.tuner.target_step.value
+                    self.target_tokens_per_s = 1.0 / step if step else None
+                yield event
 
 
 def _error(e: BaseException) -> ApiError:
@@ -177,27 +137,30 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
                 raise ApiError(429, f"{settings.queue} requests are already waiting or running; try again soon",
                                kind="rate_limit_error", code="queue_full")
             waiting["n"] += 1
-        run = Run(service, request.prompt, request.config, asyncio.get_running_loop())
+        run = Answer(service, request)
         finished = threading.Event()
 
         def finish() -> None:
             """Stop the generation (if it still runs) and free the request's place; once."""
-            run.cancel()
+            run.pump.cancel()
             if not finished.is_set():
                 finished.set()
                 with lock:
                     waiting["n"] -= 1
 
-        run.start()
+        events = run.pump.start().stream()
         try:
-            first = await run.next()  # an error before the first event is an HTTP error, not a broken stream
-            if isinstance(first, BaseException) or first is _DONE:
-                raise _error(first if first is not _DONE else RuntimeError("the generation ended without a summary"))
+            try:  # an error before the first event is an HTTP error, not a broken stream
+                first = await events.__anext__()
+            except StopAsyncIteration:
+                raise _error(RuntimeError("the generation ended without a summary")) from None
+            except Exception as e:  # noqa: BLE001 - answered in OpenAI's words
+                raise _error(e) from None
             if request.stream:
-                return StreamingResponse(stream(request, run, first, finish), media_type="text/event-stream",
+                return StreamingResponse(stream(request, run, first, events, finish), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(finish))
-            return JSONResponse(await collect(request, run, first))
+            return JSONResponse(await collect(request, run, first, events))
         except BaseException:
             finish()
             raise
@@ -205,32 +168,30 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             if not request.stream:
                 finish()
 
-    async def items(run: Run, first: Any) -> AsyncIterator[Any]:
-        item = first
-        while item is not _DONE:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            item = await run.next()
+    async def items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        yield first
+        async for event in events:
+            yield event
 
-    async def collect(request: Request, run: Run, first: Any) -> dict[str, Any]:
-        events, summary = [], None
-        async for item in items(run, first):
+    async def collect(request: Request, run: Answer, first: Event, events: AsyncIterator[Event]) -> dict[str, Any]:
+        tokens, summary = [], None
+        async for item in items(first, events):
             if isinstance(item, TokenEvent):
-                events.append(item)
+                tokens.append(item)
             elif isinstance(item, Summary):
                 summary = item
         if summary is None:
             raise ApiError(500, "the generation ended without a summary", kind="server_error")
-        return protocol.response(request, events, summary, run.target_tokens_per_s)
+        return protocol.response(request, tokens, summary, run.target_tokens_per_s)
 
-    async def stream(request: Request, run: Run, first: Any, finish) -> AsyncIterator[str]:
+    async def stream(request: Request, run: Answer, first: Event, events: AsyncIterator[Event],
+                     finish) -> AsyncIterator[str]:
         chunks = protocol.Stream(request)
         try:
             opening = chunks.first()
             if opening is not None:
                 yield _sse(opening)
-            async for item in items(run, first):
+            async for item in items(first, events):
                 if isinstance(item, TokenEvent):
                     chunk = chunks.token(item)
                     if chunk is not None:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..costmodel import cascade_cost, speculative_cost, break_even_share
-from ..models import ModelPair
-from ..runner import ModelRunner
+from ..engine.costmodel import cascade_cost, speculative_cost, break_even_share
+from ..engine.models import ModelPair
+from ..engine.runner import ModelRunner
 
 # Verification batches are small; 32 and 64 stand for catch-ups and a prompt's reading.
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)

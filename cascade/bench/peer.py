@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..examples import Example
-from ..models import ModelPair
-from ..prompt import render_chat
+from ..serving.examples import Example
+from ..engine.models import ModelPair
+from ..engine.prompt import render_chat
 
 
 @dataclass(frozen=True)

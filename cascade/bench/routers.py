@@ -16,14 +16,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..config import GenerationConfig
-from ..engine import Engine
-from ..events import Summary, TokenEvent
-from ..examples import PromptItem
-from ..router import FEATURES, Router, fit
-from ..rules import RULE_TABLE
+from ..engine.config import GenerationConfig
+from ..engine.engine import Engine
+from ..engine.events import Summary, TokenEvent
+from ..serving.examples import PromptItem
+from ..routing.router import FEATURES, Router, fit
+from ..routing.rules import RULE_TABLE
 from .run import target_agreement, text_ppl
-from ..teacher import Curve, Position, roc_auc, rule_curves
+from ..routing.curves import Curve, Position, roc_auc, rule_curves
 
 Log = Callable[[str], None]
 AGREEMENTS = (0.9, 0.95, 0.99)

@@ -13,14 +13,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..config import GenerationConfig
-from ..engine import Engine
-from ..events import ModelStats, Summary, TokenEvent
-from ..examples import Example
+from ..engine.config import GenerationConfig
+from ..engine.engine import Engine
+from ..engine.events import ModelStats, Summary, TokenEvent
+from ..serving.examples import Example
 from .costs import Bounds, Costs, bounds, measure_costs
-from .machine import Machine, describe_machine, rss_mb
+from ..serving.machine import Machine, describe_machine, rss_mb
 from .peer import PeerResult
-from .seed import release_seed_models
+from ..engine.seed import release_seed_models
 
 Log = Callable[[str], None]
 

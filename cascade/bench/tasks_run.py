@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..config import GenerationConfig, ModelConfig
-from ..events import Summary
-from ..policies import POLICY_TABLE
-from ..rules import RULE_TABLE, Rule
+from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.events import Summary
+from ..engine.policies import POLICY_TABLE
+from ..routing.rules import RULE_TABLE, Rule
 from . import sandbox
 from .tasks import CHECK_VERSION, PromptStyle, Task, TasksError, check_answer
 
@@ -386,7 +386,7 @@ def _generate(engine: Any, prompt: str, config: GenerationConfig) -> Summary:
 
 def setup_of(models: ModelConfig, router: Any) -> Setup:
     """The models' identities (resolving, and if need be downloading, their files) and how they run."""
-    from ..models import resolve_model
+    from ..engine.models import resolve_model
 
     router_id = "" if router is None else hashlib.sha256(
         json.dumps(router.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
@@ -405,8 +405,8 @@ class LazyEngine:
 
     def __call__(self) -> Any:
         if self.engine is None:
-            from ..engine import Engine
-            from ..models import load_pair
+            from ..engine.engine import Engine
+            from ..engine.models import load_pair
 
             self.engine = Engine(load_pair(self.models, progress=lambda m: self.log(f"[{m}]")), router=self.router)
             if self.calibrate:
@@ -419,7 +419,7 @@ def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], styl
     """For each rule, the thresholds that send about these shares of the tokens to the big model on these
     tasks, from teacher forcing: the small model reads the big model's own answers (no pass or fail is
     looked at), and each rule's curve gives the threshold nearest each share (`teacher.rule_curves`)."""
-    from ..teacher import rule_curves
+    from ..routing.curves import rule_curves
 
     positions = []
     for task, answer in zip(tasks, target.answers):
@@ -489,8 +489,8 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
     these shares of tokens to the big model (`thresholds_for_shares`)."""
     from tqdm import tqdm
 
-    from ..router import load_router
-    from .machine import cpu_name
+    from ..routing.router import load_router
+    from ..serving.machine import cpu_name
 
     uses_learned = any(c.rule == "learned" for c in configs) or (shares and "learned" in share_rules)
     router = load_router(models.router) if uses_learned else None

@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
-from ..config import GenerationConfig, ModelConfig
-from ..examples import Example
-from ..ui.service import EngineService
+from ..engine.config import GenerationConfig, ModelConfig
+from ..serving.examples import Example
+from ..serving.service import EngineService
 
 
 @dataclass(frozen=True)

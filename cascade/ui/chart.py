@@ -14,8 +14,8 @@ import json
 import math
 from typing import Any
 
-from ..analysis import Routing, Slot, as_rule
-from ..rules import Rule
+from ..engine.analysis import Routing, Slot, as_rule
+from ..routing.rules import Rule
 from . import rulewords
 from .style import BLUE, GREY, PURPLE, RED, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
 
-from ..analysis import Routing
-from ..prompt import History, history_json, parse_history  # noqa: F401 (the page's hidden field holds this JSON)
-from ..rules import RULE_TABLE
+from ..engine.analysis import Routing
+from ..engine.prompt import History, history_json, parse_history  # noqa: F401 (the page's hidden field holds this JSON)
+from ..routing.rules import RULE_TABLE
 from . import tokens
 from .style import GREY, TEXT_STYLE
 

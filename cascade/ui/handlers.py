@@ -22,19 +22,19 @@ from typing import Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
-from ..analysis import Routing
-from ..config import GenerationConfig, ModelConfig
-from ..engine import Engine
-from ..events import Summary, TokenEvent, complete_events
-from ..models import ModelError
-from ..policies import POLICY_TABLE
-from ..prompt import PromptError
-from ..rules import RULE_TABLE
-from ..teacher import rule_curves
+from ..engine.analysis import Routing
+from ..engine.config import GenerationConfig, ModelConfig, request_settings
+from ..engine.engine import Engine
+from ..engine.events import Summary, TokenEvent, complete_events
+from ..engine.models import ModelError
+from ..engine.policies import POLICY_TABLE
+from ..engine.prompt import PromptError
+from ..routing.rules import RULE_TABLE
+from ..routing.curves import rule_curves
 from . import chart, conversation, quality, rulewords, runfile, sentences, tokens
 from .conversation import Turn
-from .pump import EventPump
-from .service import SERVER_TROUBLE, public_message
+from ..serving.pump import EventPump
+from ..serving.messages import SERVER_TROUBLE, public_message
 from .style import visible
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,7 @@ class Pacer:
         return update
 
 # The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
-SETTINGS = ("policy", "rule", "threshold", "k", "rollback_threshold", "bild_window", "lookup_ngram", "max_tokens",
-            "temperature", "top_p", "top_k", "seed", "system", "answer_prefix", "history")
+SETTINGS = request_settings(page=True)
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
 
@@ -298,7 +297,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     events: list[TokenEvent] = []
     try:
         with lent_engine(engine_provider, progress) as engine:
-            if needs_router(config) and getattr(engine, "router", None) is None:
+            if config.needs_router and getattr(engine, "router", None) is None:
                 yield message_update(f"Please check the settings: {NO_ROUTER}.")
                 return
             run = Run(prompt, config, models=engine.pair.config, earlier=earlier)
@@ -449,12 +448,6 @@ def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None) -> t
 
 NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page; choose another way for the small "
              "model to judge its token")
-
-
-def needs_router(config: GenerationConfig) -> bool:
-    """Whether the request's policy judges draft tokens by the learned rule (which needs a router)."""
-    policy = POLICY_TABLE.get(config.policy)
-    return config.rule == "learned" and policy is not None and "threshold" in policy.settings
 
 
 # ---- branches: a session's runs, and forks from a token ----------------------------------------------

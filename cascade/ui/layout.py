@@ -11,14 +11,15 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from ..config import GenerationConfig, limits
-from ..examples import load_examples
-from ..policies import POLICY_TABLE
+from ..engine.config import GenerationConfig, limits
+from ..serving.examples import load_examples
+from ..engine.policies import POLICY_TABLE
 from . import conversation, rulewords, tokens
 from .handlers import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_INPUTS, GENERATE_OUTPUTS,
                        REQUEST_CONTROLS, STOP_OUTPUTS, Update, WHATIF_OUTPUTS, EngineProvider, ask_followup,
                        branches_update, conversation_line, followup_box, fork_prefix, make_compare, make_generate,
                        offer_download, record_branch, rule_changed, show_branch, stop, turn_branch, whatif)
+from .guide import HOW_TO_READ, INTRO
 from .hover import HOVER_JS
 from .link import copy_link_js, read_link
 
@@ -26,78 +27,6 @@ log = logging.getLogger(__name__)
 
 # Returns the learned rule's router the page's engines use (None: none, and the rule is not offered).
 RouterSource = Callable[[], Any]
-
-INTRO = """\
-# A small model writes, a big model steps in
-
-A small, fast language model writes the answer one **token** (a word or a piece of a word) at a time.
-Where it is unsure of its token, a bigger, slower model writes that token instead.
-Tokens the big model wrote are shown in <span style="color:#c62828;font-weight:600">red</span>;
-hover any token to see who wrote it and how sure each model was.
-"""
-
-HOW_TO_READ = """\
-### How to read this page
-- **Perplexity** says how unsure a model is of a token: 1 means certain, 5 means about as unsure as picking
-  among five equally likely words. The chart shows, for every token of the answer, the small model's
-  perplexity of the token *it* chose there (on a log scale), coloured by which model finally wrote it.
-- **The threshold** is the dashed line. Where the small model's perplexity is above it, the token goes to
-  the big model. A low threshold asks the big model more often (slower, closer to the big model's text);
-  a high one leaves more to the small model.
-- **The rule** ("How the small model judges its own token") says which number is compared with the
-  threshold: the seed's perplexity of its own token, the entropy of its whole distribution (in nats,
-  0 = certain), the margin between its two likeliest tokens (1 = certain; here the big model writes where
-  the margin is *below* the line), or a learned router's predicted probability that the big model would
-  write another token. The slider and the chart switch to the chosen rule's units.
-- **What-if:** after a run, move the threshold slider, or choose another rule. The text and the chart
-  re-colour the recorded tokens to show which ones *would* have gone to the big model at the new threshold
-  or by the other rule. This re-reads the numbers the run recorded; nothing is regenerated, so it cannot
-  show how the text itself would change. Press Generate to really run that way.
-- **Struck-through** tokens (BiLD and speculative policies) were drafted by the small model, then
-  refused by the big model when it checked them. Where the small model was unsure and handed a token
-  over, its own proposal is not shown in the text; hover the red token to see it.
-- **Purple** tokens (lookup policies) cost no model a thing to propose: where the text's last few tokens
-  had occurred before, in the prompt or the answer, what followed them there was copied as a proposal,
-  and the big model checked it as it checks the small model's drafts. Copying pays where an answer
-  repeats its prompt: rewriting a text, correcting code, extracting fields.
-- **Speed** is measured on the machine running this page, for this run; nothing here promises one.
-  "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
-  shows both measured speeds and where the two texts differ.
-- **Which rule decides best?** After a comparison, the small model reads the big model's own text once,
-  and for every rule the page sweeps its threshold: how many tokens the big model would have to write
-  (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star
-  is your run; the dashed line is this machine's break-even: left of it, sharing the work is faster than
-  the big model alone, by the costs measured here.
-- **Does sharing keep the answers right?** Under each run's speed, one sentence gives pass rates measured on
-  coding problems (the share of problems whose answer passed its tests): the big model alone, the small one,
-  and the measured way of sharing nearest your settings, with its speed. They come from the files the project
-  ships (written by `python -m cascade tasks`), name the models measured and the date, and say so when this
-  page runs other models. Agreement with the big model is not the same as being right: this is.
-- **What each model considered:** hover a token to see the small model's five likeliest tokens there
-  and, where the big model read that position (it wrote the token or checked it), the big model's five,
-  with their probabilities; the token in the text is marked ▸. Where the big model never read a position
-  (the small model wrote it alone), its list is absent, and the table says so.
-- **Fork from a token:** click a token, then choose one of the listed tokens. A new run starts with the
-  text before that token and your choice as its given start ("The answer starts with", in grey), with the
-  same settings, and writes on from there. **Branches of this session** lists every run: a fork says which
-  run it came from, at which token, and what it chose instead. Choose a branch to show its text, chart and
-  numbers again; nothing is regenerated. A link or a run file of a fork carries its start, so it replays.
-- **Ask a follow-up:** in chat mode, under a finished answer, type a question about it. Both models read
-  the whole conversation first, then write the new answer under the earlier ones, which keep their colours;
-  the chart and the numbers are the new answer's. Each follow-up is a branch too: press "show its chart"
-  by an earlier question (or choose its branch) to see that answer's chart and numbers, or to ask or fork
-  from there. "New conversation" starts afresh. A conversation that
-  has grown past what the models can read at once is refused, with both sizes named; nothing is left out
-  without telling you.
-- **The answer starts with** (under "System message and the answer's start"): text you give as the start
-  of the answer, such as a code fence; both models read it and write on from it, neither writes it, and it
-  is shown in grey. The system message sets the assistant's role in chat mode.
-- **Share:** "Copy link" gives an address that opens this page with the same settings (greedy or seeded
-  runs then write the same text), a follow-up's conversation included, unless that makes the address too
-  long. "Download this run" keeps the run in one file that opens in any browser, without this page, with
-  the earlier questions and answers of a conversation.
-"""
-
 
 def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None = None, step: float = 1,
             info: str | None = None) -> gr.Slider:
@@ -159,19 +88,6 @@ def current_router(source: RouterSource | None) -> Any:
         return source()
     except Exception:  # a router file that went missing or bad: the service says so when it loads
         log.warning("could not tell whether the page has a router", exc_info=True)
-        return None
-
-
-def engines_router(service: Any) -> Any:
-    """The learned rule's router of an `EngineService`: its engines' own once they are loaded; before
-    that, the one its settings name (`ModelConfig.router`), read from its file, or None."""
-    from ..router import load_router
-
-    if service.loaded:
-        return getattr(service.engines()[0], "router", None)
-    try:
-        return load_router(service.config.router)
-    except ValueError:  # a bad file or setting: the first Generate tells whoever runs the page
         return None
 
 

@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..config import GenerationConfig
-from ..rules import RULE_TABLE, RULES
+from ..engine.config import GenerationConfig
+from ..routing.rules import RULE_TABLE, RULES
 from .conversation import HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history
 from .handlers import GENERATE_INPUTS, MODES, SETTINGS, request_config
 

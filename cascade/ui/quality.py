@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..config import GenerationConfig
-from ..policies import POLICY_TABLE
+from ..engine.config import GenerationConfig
+from ..engine.policies import POLICY_TABLE
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import as_rule
-from ..rules import RULE_TABLE, Rule
+from ..engine.analysis import as_rule
+from ..routing.rules import RULE_TABLE, Rule
 from .style import fmt_ppl, fmt_threshold
 
 # The perplexity slider keeps the range a visitor needs (the rule allows 0 to 1e6): below 1 every token

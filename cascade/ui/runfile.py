@@ -24,11 +24,13 @@ import re
 import time
 from typing import Any, Mapping, Sequence
 
-from ..analysis import Routing
-from ..config import GenerationConfig, ModelConfig
-from ..events import Summary, TokenEvent
-from ..policies import POLICY_TABLE
-from ..rules import RULE_TABLE
+from ..engine.analysis import Routing
+from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.events import Summary, TokenEvent
+from ..engine.policies import POLICY_TABLE
+from ..routing.rules import RULE_TABLE
+from ..serving.machine import cpu_name
+from ..serving.messages import model_name
 from . import chart, conversation, rulewords, sentences, tokens
 from .hover import standalone_hover_js
 from .style import GREY, PURPLE, RED, fmt_threshold
@@ -72,15 +74,11 @@ def now() -> str:
 
 def machine_info(models: ModelConfig) -> dict[str, Any]:
     """This machine as a run file names it: processor, cores, CPU threads per model, and the device."""
-    from ..bench.machine import cpu_name
-
     return {"cpu": cpu_name(), "cores": os.cpu_count() or 1, "threads": models.n_threads, "device": models.device}
 
 
 def model_names(models: ModelConfig) -> dict[str, str]:
     """The two models as a run file names them: Hub repo/filename or a file name, never a path."""
-    from .service import model_name
-
     return {"draft": model_name(models.draft), "target": model_name(models.target)}
 
 
@@ -279,7 +277,7 @@ def _intro(config: GenerationConfig) -> str:
     elif policy is not None and not policy.drafts:
         who = (f"The big model wrote this text by itself, the baseline the other ways of writing are compared "
                f"with: every token is {red}. Hover over a token to see how sure the big model was of it.")
-    elif policy is not None and not policy.escalates and policy.check == "none":
+    elif policy is not None and not policy.escalates and policy.window(config, config.k) == 0:
         who = ("The small model wrote this text by itself: no token is red. Hover over a token to see how sure "
                "it was of it.")
     else:

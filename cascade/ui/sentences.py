@@ -9,8 +9,8 @@ import math
 import re
 from typing import Sequence
 
-from ..events import Summary, TokenEvent
-from ..rules import RULE_TABLE
+from ..engine.events import Summary, TokenEvent
+from ..routing.rules import RULE_TABLE
 from . import rulewords
 from .style import GREEN, RED, TEXT_STYLE
 

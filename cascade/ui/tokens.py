@@ -11,9 +11,9 @@ from __future__ import annotations
 import html
 import json
 
-from ..analysis import Routing, Slot, as_rule
-from ..events import TokenEvent
-from ..rules import Rule
+from ..engine.analysis import Routing, Slot, as_rule
+from ..engine.events import TokenEvent
+from ..routing.rules import Rule
 from . import rulewords
 from .style import GREY, LOOKUP, PURPLE, RED, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, written_by
 

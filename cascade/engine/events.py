@@ -107,7 +107,7 @@ class Summary:
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
     n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
-    # Quality, from the target reading the final text (`engine.Generation.score_text`): its perplexity of
+    # Quality, from the target reading the final text (`scoring.score`): its perplexity of
     # the text (exp of the mean negative log-likelihood per token), and the share of tokens it would have
     # written itself (greedy) after the same prefix. Positions the target scored while writing are not read
     # again; the rest are read after the run, in `scoring_s`, which `wall_s` does not include.

@@ -1,8 +1,8 @@
-"""Judging the rules cheaply: the draft read along the target's own text (teacher forcing).
+"""Judging the rules cheaply: each rule's curve from the draft read along the target's own text.
 
 The target writes a text alone (greedy). One batched draft pass over prompt + that text gives the draft's
 reading at every position as if it had written the text so far, and whether its own choice there (its
-argmax) equals the target's token. From these, for each rule, sweeping its threshold traces a curve:
+argmax) equals the target's token (`engine/forcing.py`: a `Position` each). From these, for each rule, sweeping its threshold traces a curve:
 the share of positions it sends to the target (x) against the share where the kept token equals the
 target's (y) — the escalated ones by construction, the others where the draft agrees. The same positions
 are the learned router's training data (label: the draft's choice differs).
@@ -14,21 +14,13 @@ cost a run per point. `python -m cascade routers` measures both and reports how 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from .router import History, Router, features
-from .rules import RULE_TABLE, DraftReading, Rule, read_row
-from .sampling import token_logprob
-
-if TYPE_CHECKING:
-    from .models import ModelPair
-
-# Draft rows read per call: each row is the whole vocabulary (0.6 MB for Qwen), so a long text is read
-# in chunks rather than holding every row at once.
-CHUNK = 32
+from .reading import DraftReading
+from .rules import RULE_TABLE, Rule
 
 
 @dataclass(frozen=True)
@@ -47,36 +39,6 @@ class Position:
     def differs(self) -> bool:
         """The label the router learns: the draft's choice is not the target's token."""
         return self.draft_token != self.target_token
-
-
-def forced_positions(pair: "ModelPair", prompt: Sequence[int], text: Sequence[int], router: Router | None = None,
-                     chunk: int = CHUNK, hidden: bool = False) -> list[Position]:
-    """The draft's reading at every position of `text` (the target's tokens after `prompt`), in one
-    batched pass (chunks of `chunk` rows). The features include the draft's hidden state when `hidden`,
-    or when the router reads it. The caller holds the pair's lock; the draft's cache is left holding
-    prompt + text[:-1]."""
-    out: list[Position] = []
-    history = History()
-    prompt, text = list(prompt), list(text)
-    hidden = hidden or (router is not None and router.n_hidden > 0)
-    pair.draft.clear()
-    for start in range(0, len(text), chunk):
-        end = min(start + chunk, len(text))
-        # Row j of the last (end - start) rows of prompt + text[:end - 1] predicts text[start + j].
-        context = prompt + text[:end - 1]
-        rows, states = pair.draft.advance_hidden(context, end - start) if hidden else \
-            (pair.draft.advance(context, end - start), None)
-        for j, row in enumerate(rows):
-            position = start + j
-            target_token = text[position]
-            reading = read_row(row, int(np.argmax(row)))
-            x = features(reading, history, pair.token_class(reading.top_token), position,
-                         None if states is None else states[j])
-            if router is not None:
-                reading = replace(reading, draft_score=router.probability(x[:len(router.features)]))
-            out.append(Position(reading, target_token, x))
-            history.add(reading.draft_entropy, max(token_logprob(row, target_token), -700.0))
-    return out
 
 
 @dataclass(frozen=True)

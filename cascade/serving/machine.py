@@ -8,7 +8,7 @@ import resource
 import time
 from dataclasses import asdict, dataclass
 
-from ..models import ModelPair
+from ..engine.models import ModelPair
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from ..config import GenerationConfig, ModelConfig
-from ..events import TokenEvent
+from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.events import TokenEvent
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,9 @@ def measure_api(models: ModelConfig, prompt: str, policy: str = "cascade", max_t
     import uvicorn
 
     from ..api import protocol
-    from ..api.server import ApiSettings, create_api, tune_interpreter
-    from ..ui.service import EngineService
+    from ..api.server import ApiSettings, create_api
+    from ..serving.pump import tune_interpreter
+    from ..serving.service import EngineService
 
     tune_interpreter()  # as `serve` and the page do
     service = EngineService(models)

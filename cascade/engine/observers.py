@@ -1,6 +1,6 @@
 """What the generation loop tells whoever watches it: one interface, every hook a no-op by default.
 
-The loop (`engine.py`) calls these at the moments the algorithm names; the `Recorder` counts what
+The loop (`loop.py`) calls these at the moments the algorithm names; the `Recorder` counts what
 happened for the summary, and `auto`'s tuner (`auto.py`) learns the pair's costs from the same calls.
 """
 

@@ -1,4 +1,4 @@
-"""The page's engines: chosen by flags or environment variables, loaded on first use, shared by all.
+"""The engines the page and the API share: chosen by flags or environment variables, loaded once, leased per request.
 
 Loading is lazy so that importing the app (tests, tools, a Space's build step) never touches a model;
 it happens once per process, behind a lock, so visitors arriving together wait for one load. With
@@ -12,27 +12,22 @@ from __future__ import annotations
 
 import logging
 import queue
-import re
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Iterator
 
-from ..config import ModelConfig
-from ..engine import Engine
-from ..router import load_router
-from ..models import ModelError, ModelPair, load_pair, parse_model_spec
-from ..settings import model_config
+from ..engine.config import ModelConfig
+from ..engine.engine import Engine
+from ..engine.models import ModelError, ModelPair, load_pair
+from ..routing.router import Router, load_router
+from .messages import model_name
+from .settings import model_config
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
-HOW_TO_POINT_AT_LOCAL_FILES = (
-    "To use model files already on this machine, whoever runs the page can set CASCADE_DRAFT and "
-    "CASCADE_TARGET to two .gguf files (or pass --draft and --target to app.py) and restart it."
-)
 # Long enough that a burst of visitors after a failure is answered at once, short enough that a Hub
 # that comes back is used within a minute.
 FAILED_LOAD_MEMORY_S = 60.0
@@ -142,6 +137,17 @@ class EngineService:
             self._free.put(engine)
         self._engines, self._failure = engines, None
 
+    def router(self) -> Router | None:
+        """The learned rule's router the engines use: their own once they are loaded; before that, the
+        one the settings name (`ModelConfig.router`), read from its file, or None (also for a bad file or
+        setting, which the first request is told of when the models load)."""
+        if self.loaded:
+            return self._engines[0].router
+        try:
+            return load_router(self.config.router)
+        except ValueError:
+            return None
+
     def describe(self) -> str:
         """Which models the page uses, by file name (never a directory of this machine)."""
         config = self.config
@@ -155,26 +161,3 @@ def warm_up(engine: Engine) -> None:
     then not the cost of the operating system paging the weights in, and `auto` already knows this
     pair's costs (`Engine.calibrate`)."""
     engine.calibrate()
-
-
-def model_name(spec: str) -> str:
-    """A Hub file as repo_id/filename, a local file by its name only."""
-    where = parse_model_spec(spec)
-    return where.name if isinstance(where, Path) else f"{where.repo_id}/{where.filename}"
-
-
-# A path (/a/b, ~/a/b, ./a/b), but not the `//host/...` of a URL nor a Hub repo id (owner/repo/file).
-_PATH = re.compile(r"(?<![\w.:/~-])(?:~/|\.{1,2}/|/)(?:[^\s/'\"]+/)*([^\s/'\"]+)")
-
-
-def hide_paths(message: str) -> str:
-    """The message with every absolute path replaced by its last part, the file name."""
-    return _PATH.sub(lambda m: m.group(1), message)
-
-
-SERVER_TROUBLE = "Something went wrong on the server; whoever runs the page can find the details in its log."
-
-
-def public_message(error: ModelError) -> str:
-    """What a visitor is told when the models cannot be used: what went wrong, and what to do."""
-    return f"The models could not be loaded: {hide_paths(str(error)).rstrip('.')}. {HOW_TO_POINT_AT_LOCAL_FILES}"

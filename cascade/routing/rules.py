@@ -1,9 +1,8 @@
-"""When should the big model step in? The deferral rules, and what the draft knows when one decides.
+"""When should the big model step in? The deferral rules.
 
-Before the target is asked, the draft has one row of scores for the position. `read_row` turns it into a
-`DraftReading`: the probability of the token it proposes, of its top two tokens, and the entropy of its
-untempered distribution. A rule turns a reading into one number and compares it with the threshold in
-that number's own units:
+Before the target is asked, the draft has read its row for the position (`reading.py`: the probability
+of the token it proposes, of its top two tokens, the entropy of its distribution). A rule turns that
+reading into one number and compares it with the threshold in that number's own units:
 
 - `perplexity` (the seed's): exp(-log p) of the proposed token. Under greedy decoding that is exactly
   1 / the top probability, so it reads only the top-1 probability.
@@ -11,63 +10,14 @@ that number's own units:
 - `margin`: top-1 minus top-2 probability; a small margin means two tokens compete.
 - `learned`: a router's probability that the big model would write another token (`router.py`).
 
-Each token event records the reading, so any rule can re-judge a recorded run (`analysis.py`).
+Each token event records the reading, so any rule can re-judge a recorded run (`engine/analysis.py`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Protocol
 
-import numpy as np
-
-from .sampling import largest
-
-
-class Reading(Protocol):
-    """Anything carrying the draft's view of one position: a `DraftReading`, or a recorded TokenEvent."""
-
-    draft_ppl: float | None
-    draft_top1: float | None
-    draft_top2: float | None
-    draft_entropy: float | None
-    draft_score: float | None
-
-
-@dataclass(frozen=True)
-class DraftReading:
-    """The draft's view of one position, before anyone else is asked."""
-
-    draft_ppl: float  # perplexity of the proposed token: exp(-log p)
-    draft_top1: float  # probability of the most likely token
-    draft_top2: float  # probability of the second most likely token
-    draft_entropy: float  # entropy of the untempered distribution, nats
-    top_token: int  # the most likely token
-    draft_score: float | None = None  # the learned router's probability that the target differs
-    top: tuple[tuple[int, float], ...] = ()  # the likeliest tokens and their probabilities, likeliest first
-
-
-def read_row(row: np.ndarray, token: int, k: int = 2) -> DraftReading:
-    """The draft's reading of one row of logits, for the token it proposes there, with its `k` (at least
-    2) likeliest tokens. About 0.5 ms for Qwen's 152k-token vocabulary: one exp over the row and k
-    argmaxes (`largest`)."""
-    best = largest(row, max(k, 2))
-    top = best[0]
-    m = float(row[top])
-    shifted = row - m
-    e = np.exp(shifted)
-    z = float(e.sum(dtype=np.float64))
-    log_z = math.log(z)
-    # An elementwise product and a sum, not np.dot: a BLAS call leaves OpenBLAS's threads spinning, and
-    # on a small CPU they then slow llama.cpp's next decode threefold (measured: 45 → 138 ms a draft token).
-    entropy = max(0.0, log_z - float((e * shifted).sum(dtype=np.float64)) / z)
-    probabilities = [math.exp(float(row[i]) - m) / z for i in best]
-    second = probabilities[1] if len(best) > 1 else 0.0
-    logp = float(row[token]) - m - log_z
-    return DraftReading(draft_ppl=math.exp(-logp) if logp > -700 else math.inf, draft_top1=1.0 / z,
-                        draft_top2=second, draft_entropy=entropy, top_token=top,
-                        top=tuple(zip(best, probabilities)))
+from .reading import Reading
 
 
 @dataclass(frozen=True)

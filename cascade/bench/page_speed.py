@@ -170,7 +170,7 @@ def alternatives_cost(engine: Any, prompt: str, *, policy: str = "cascade", max_
                       threshold: float | None = None, rounds: int = 3, asked: int = 5) -> list[AlternativesCost]:
     """What recording each model's `asked` likeliest tokens costs: the same request with none and with
     them, alternating, `rounds` times each (medians); the draft's share shows in `routing_s`."""
-    from ..config import GenerationConfig
+    from ..engine.config import GenerationConfig
 
     settings = {"policy": policy, "max_tokens": max_tokens, **({"threshold": threshold} if threshold else {})}
     runs: dict[int, list[tuple[float, float, int]]] = {0: [], asked: []}

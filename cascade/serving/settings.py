@@ -12,10 +12,10 @@ import dataclasses
 import os
 from typing import Any, Mapping
 
-from .config import GenerationConfig, ModelConfig
-from .policies import POLICY_TABLE
-from .prompt import parse_history
-from .rules import RULE_TABLE
+from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.policies import POLICY_TABLE
+from ..engine.prompt import parse_history
+from ..routing.rules import RULE_TABLE
 
 
 def _model_fields() -> list[dataclasses.Field]:

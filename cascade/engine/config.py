@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .policies import POLICIES
-from .rules import RULE_TABLE, RULES
+from ..routing.rules import RULE_TABLE, RULES, Rule
+from .policies import POLICIES, POLICY_TABLE
 
 # Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B. The draft is Q4_0, not the
 # seed's Q4_K_M: on a CPU it is faster (llama-bench, 2 threads: 1.21x writing, 1.5-1.7x in batches), and
@@ -28,7 +28,10 @@ DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.g
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:
     """A dataclass field whose metadata carries help text, an allowed range (min, max) and, for the
-    model settings, the environment variable and flag that set it."""
+    model settings, the environment variable and flag that set it. A request's settings also say where
+    a request sets them: `page` (default True) whether the page's controls and its generate endpoint take
+    it, and `api` where an API request gives it: OpenAI's own field of that name ("openai"), the request's
+    `cascade` object ("cascade"), its messages ("messages") or its model ("model")."""
     return field(default=default, metadata={"help": help, **limits})
 
 
@@ -54,7 +57,7 @@ class ModelConfig:
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
     # The page only: engines loaded over the same memory-mapped files, one per running request. On a
     # 2-core machine one is best (see README); more cores or a GPU can serve several visitors at once.
-    # The learned rule's router (`router.py`): a JSON file; "none" for no router. Unset, the shipped one,
+    # The learned rule's router (`routing/router.py`): a JSON file; "none" for no router. Unset, the shipped one,
     # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
@@ -82,46 +85,46 @@ class ModelConfig:
 class GenerationConfig:
     """One request: which policy writes, and how it decides."""
 
-    policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES)
-    # How the draft judges its own token (`rules.py`): the seed's perplexity by default.
+    policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES, api="model")
+    # How the draft judges its own token (`routing/rules.py`): the seed's perplexity by default.
     rule: str = _opt("perplexity", "cascade, bild: how the draft judges its own token: " + ", ".join(RULES),
-                     choices=RULES)
+                     choices=RULES, api="cascade")
     # In the rule's own units and range; unset, the rule's default. The seed's value for perplexity: the
     # draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2. Perplexity is never below
     # 1, so a threshold under 1 sends every token to the target.
     threshold: float | None = _opt(None, "escalate a draft token the rule finds doubtful beyond this (in the rule's "
-                                   "units; default: the rule's own)", type=float)
+                                   "units; default: the rule's own)", type=float, api="cascade")
+    # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
+    k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32, api="cascade")
     # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
     # inside the paper's 2-5 nats of cross-entropy).
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
-                                     min=1.0, max=1e6)
-    # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
-    k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32)
+                                     min=1.0, max=1e6, api="cascade")
     # BiLD checks only when the draft falls back; this bounds how long text waits unchecked (and memory:
     # one row of logits per pending token).
-    bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
+    bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256, api="cascade")
     # Prompt lookup looks for the text's last n tokens earlier in the text, the longest n first: 3 is
     # prompt lookup decoding's own default (Saxena 2023). Longer n-grams match more rarely and more surely.
-    lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16)
-    max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
+    lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16, api="cascade")
+    max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192, api="openai")
     # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
-    temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0)
-    top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0)
-    top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000)
-    seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1)
+    temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0, api="openai")
+    top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0, api="openai")
+    top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000, api="cascade")
+    seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1, api="openai")
     # Instruct models answer a chat turn; raw completion continues the text as written.
-    chat: bool = _opt(True, "wrap the prompt in the model's chat template")
+    chat: bool = _opt(True, "wrap the prompt in the model's chat template", page=False)
     # Chat only; empty keeps the template's own default (Qwen2.5's "You are Qwen, created by Alibaba Cloud...").
-    system: str = _opt("", "chat: the system message (default: the chat template's own)")
+    system: str = _opt("", "chat: the system message (default: the chat template's own)", api="messages")
     # Read by both models as the start of the answer, never written by them: "```python\n" asks for code the
     # way Qwen's own HumanEval harness does. Stop strings are looked for in what the models write after it.
-    answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
+    answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model", api="messages")
     # Earlier turns of a chat, oldest first: ("user", text) and ("assistant", text) in turn, before the prompt.
-    history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
+    history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs", api="messages")
     # Each token event can carry each model's likeliest tokens at its position (an API's top_logprobs);
     # 0 records none and costs nothing.
-    alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
-    stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
+    alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20, page=False)
+    stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)", api="openai", page=False)
 
     def __post_init__(self) -> None:
         # Read back from JSON (a run file, a link, an API body), sequences arrive as lists; a config is
@@ -134,9 +137,14 @@ class GenerationConfig:
             object.__setattr__(self, "threshold", RULE_TABLE[self.rule].default)
 
     @property
-    def judge(self):
-        """The deferral rule (`rules.Rule`) this config names."""
+    def deferral(self) -> Rule:
+        """The deferral rule this config names (`routing.rules`)."""
         return RULE_TABLE[self.rule]
+
+    @property
+    def needs_router(self) -> bool:
+        """Whether the request judges the draft's tokens by the learned rule, which needs a router."""
+        return self.rule == "learned" and self.policy in POLICY_TABLE and POLICY_TABLE[self.policy].uses_rule
 
     def validate(self) -> "GenerationConfig":
         """Raise ValueError naming the first bad setting; return self so calls can chain."""
@@ -146,7 +154,7 @@ class GenerationConfig:
             raise ValueError(f"unknown rule {self.rule!r}; choose one of {', '.join(RULES)}")
         for f in dataclasses.fields(self):
             _check_value(f, getattr(self, f.name))
-        self.judge.check(self.threshold)
+        self.deferral.check(self.threshold)
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
         if self.history and not self.chat:
@@ -224,6 +232,15 @@ def _as_type(f: dataclasses.Field, value: Any) -> Any:
     if kind is tuple and isinstance(value, (list, str)):
         return tuple(value) if isinstance(value, list) else (value,)
     return value
+
+
+def request_settings(page: bool | None = None, api: str | None = None) -> tuple[str, ...]:
+    """The names of GenerationConfig's settings, in the order of its fields: those the page sets (`page`
+    True: what its generate endpoint takes after the prompt and the mode, in this order), or those an API
+    request gives in one way (`api`: "openai", "cascade", "messages" or "model")."""
+    return tuple(f.name for f in dataclasses.fields(GenerationConfig)
+                 if (page is None or f.metadata.get("page", True) == page)
+                 and (api is None or f.metadata.get("api") == api))
 
 
 def limits(cls: type, name: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The seed's reference loop, kept as the baseline that benchmarks measure against.
+"""The seed's own loop, kept as the baseline that benchmarks measure against (the `seed` policy).
 
 Faithful to the original: one `llm(prompt, max_tokens=1, logprobs=1)` call per token on the growing
 text, the draft first, the target when the draft's perplexity exceeds the threshold. Each call
@@ -13,14 +13,17 @@ import dataclasses
 import math
 import time
 import weakref
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import llama_cpp
 
-from ..config import GenerationConfig
-from ..events import Event, ModelStats, Summary, TokenEvent
-from ..models import ModelPair, load_model
-from ..prompt import PromptError, render_chat
+from .events import Event, ModelStats, Summary, TokenEvent
+from .models import ModelPair, load_model
+from .prompt import PromptError, encode_prompt, render_chat
+from .scoring import score_text
+
+if TYPE_CHECKING:
+    from .config import GenerationConfig
 
 # The seed's models keep logits for every position (n_ctx x n_vocab floats, 622 MB each at 1024):
 # its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
@@ -47,7 +50,7 @@ def release_seed_models(pair: ModelPair) -> None:
     _SEED_MODELS.pop(pair, None)
 
 
-def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float | None, str]:
+def _next_token(llm, prompt: str, config: "GenerationConfig") -> tuple[str, float | None, str]:
     # Our sampling settings rather than llama-cpp-python's defaults (which add a repeat penalty and
     # min-p), so the baseline draws from the same distributions as every other policy.
     out = llm(prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
@@ -57,7 +60,9 @@ def _next_token(llm, prompt: str, config: GenerationConfig) -> tuple[str, float 
     return choice["text"], (logprobs[0] if logprobs else None), choice["finish_reason"]
 
 
-def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Iterator[Event]:
+def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", score: bool = True) -> Iterator[Event]:
+    """The seed's loop on the pair's models (its own copies of them, `seed_models`): TokenEvents, then a
+    Summary; with `score`, the target then reads the text for the Summary's quality figures."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     small, large = seed_models(pair)
@@ -100,7 +105,7 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
             stop_reason = "stop_string"
             break
     n = counts["draft"] + counts["target"]
-    yield Summary(
+    summary = Summary(
         text=generated, policy="seed", stop_reason=stop_reason, prompt_tokens=prompt_tokens, n_tokens=n,
         n_draft_tokens=counts["draft"], n_target_tokens=counts["target"],
         n_drafted=counts["draft"] + counts["escalated"], n_escalated=counts["escalated"], n_rejected=0,
@@ -110,3 +115,8 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: GenerationConfig) -> Ite
         target=ModelStats(calls=counts["target"], seconds=target_s), first_token_s=first_token_s,
         device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given,
     )
+    if score and summary.text:
+        request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
+                                config.history)
+        summary = score_text(summary, pair.target, request.tokens)
+    yield summary

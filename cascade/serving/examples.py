@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-EXAMPLES_FILE = Path(__file__).resolve().parent.parent / "examples" / "prompts.json"
+EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "examples" / "prompts.json"
 
 # The prompt set the learned router is trained on (train) and every routing rule is judged on (test);
 # the split is fixed so that figures from different runs stay comparable.
-PROMPT_SET_DIR = Path(__file__).resolve().parent.parent / "examples" / "router"
+PROMPT_SET_DIR = Path(__file__).resolve().parents[2] / "examples" / "router"
 SPLITS = ("train", "test")
 
 

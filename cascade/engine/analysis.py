@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Iterable, Sequence
 
 from .events import TokenEvent
-from .rules import RULE_TABLE, Rule
+from ..routing.rules import RULE_TABLE, Rule
 
 
 def as_rule(rule: Rule | str) -> Rule:

@@ -1,6 +1,6 @@
 """The learned router: a logistic regression that predicts "the big model would write another token here".
 
-It reads only what the draft has before the target is asked: the reading of the position (`rules.py`),
+It reads only what the draft has before the target is asked: the reading of the position (`reading.py`),
 the readings of the last few positions, what kind of token the draft proposes, and how far into the text
 it is; a router may also read the draft's final hidden state at the position (`HIDDEN`: what its LM head
 turns into the row, so it holds more than the row's top two probabilities), which the draft returns from
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .rules import DraftReading
+from .reading import DraftReading
 
 HISTORY = 3  # earlier positions whose readings are features
 
@@ -59,28 +59,14 @@ def token_class(piece: str) -> tuple[float, ...]:
             float(any(ord(c) > 127 for c in piece)))
 
 
-@dataclass
-class History:
-    """The draft's readings at the positions written so far, as the router's history features need them:
-    (entropy there, the draft's log-probability of the token that was written there), None where the
-    draft did not read the position."""
-
-    items: list[tuple[float, float] | None] = field(default_factory=list)
-
-    def add(self, entropy: float | None, logp_written: float | None) -> None:
-        self.items.append(None if entropy is None or logp_written is None else (entropy, logp_written))
-
-    def truncate(self, n: int) -> None:
-        del self.items[n:]
-
-
-def features(reading: DraftReading, history: History, piece_class: Sequence[float], position: int,
-             hidden: np.ndarray | None = None) -> np.ndarray:
-    """The router's input for one position, in the order of FEATURES (then the hidden state, if given)."""
+def features(reading: DraftReading, trail: Sequence[tuple[float, float] | None], piece_class: Sequence[float],
+             position: int, hidden: np.ndarray | None = None) -> np.ndarray:
+    """The router's input for one position, after the trail of positions before it (`Trail.items`), in the
+    order of FEATURES (then the hidden state, if given)."""
     top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
     logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
-    recent = [h for h in history.items[-HISTORY:] if h is not None]
-    last = history.items[-1] if history.items else None
+    recent = [h for h in trail[-HISTORY:] if h is not None]
+    last = trail[-1] if trail else None
     return np.array([
         logp, math.log(top1), math.log(top2), reading.draft_top1 - reading.draft_top2, reading.draft_entropy,
         last[0] if last else 0.0, max(last[1], -30.0) if last else 0.0,
@@ -90,6 +76,36 @@ def features(reading: DraftReading, history: History, piece_class: Sequence[floa
         *piece_class, math.log1p(position),
         *(() if hidden is None else hidden),
     ], dtype=np.float64)
+
+
+@dataclass
+class Trail:
+    """The draft's readings at the positions written before the one being judged, as the router's history
+    features read them: (entropy there, the draft's log-probability of the token written there), None
+    where the draft did not read the position. Training (teacher forcing, `engine/forcing.py`) and serving
+    (`judge.Judge`) both add positions with `add` and read features with `features`, so the two cannot
+    drift apart."""
+
+    items: list[tuple[float, float] | None] = field(default_factory=list)
+
+    @staticmethod
+    def item(entropy: float | None, logp_written: float | None) -> tuple[float, float] | None:
+        """One position of the trail (a log-probability below -700 counts as -700, as a perplexity too large
+        to represent does)."""
+        if entropy is None or logp_written is None:
+            return None
+        return entropy, max(logp_written, -700.0)
+
+    def add(self, entropy: float | None, logp_written: float | None) -> None:
+        self.items.append(self.item(entropy, logp_written))
+
+    def features(self, reading: DraftReading, piece_class: Sequence[float], position: int,
+                 hidden: np.ndarray | None = None,
+                 ahead: Sequence[tuple[float, float] | None] = ()) -> np.ndarray:
+        """The router's input for the position after this trail and then `ahead` (positions proposed but not
+        yet checked), in the order of FEATURES (then the hidden state, if given)."""
+        recent = (self.items[-HISTORY:] + list(ahead))[-HISTORY:]
+        return features(reading, recent, piece_class, position, hidden)
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,14 @@ def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: 
     model = LogisticRegression(C=c, max_iter=2000).fit((x - scaler.mean_) / scale, y)
     return Router(names, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
                   pair=pair or {}, data=data or {})
+
+
+class RouterMissing(ValueError):
+    """A request asks for the learned rule where no router is loaded."""
+
+    def __init__(self) -> None:
+        super().__init__("the learned rule needs a router, and none is loaded: train one with "
+                         "`python -m cascade router train` and name it with --router or CASCADE_ROUTER")
 
 
 # Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); the README says so.

@@ -10,12 +10,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import llama_cpp
 
-from .config import ModelConfig
+from ..routing.router import token_class
 from .runner import ModelRunner
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
 GGUF_MAGIC = b"GGUF"
 # llama.cpp's own speculative example lets the vocabularies differ by this many (padding) tokens.
@@ -105,7 +108,7 @@ def check_gguf(path: Path, role: str = "model") -> None:
             raise ModelError(f"the {role} model is not a GGUF file: {path.name}")
 
 
-def load_model(path: Path, config: ModelConfig, role: str = "model", logits_all: bool = False) -> llama_cpp.Llama:
+def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_all: bool = False) -> llama_cpp.Llama:
     check_gguf(path, role)
     try:
         return llama_cpp.Llama(
@@ -170,7 +173,7 @@ class ModelPair:
     target: ModelRunner
     draft_path: Path
     target_path: Path
-    config: ModelConfig
+    config: "ModelConfig"
     lock: threading.Lock = field(default_factory=threading.Lock)
     _classes: dict[int, tuple[float, ...]] = field(default_factory=dict, repr=False)
 
@@ -185,8 +188,6 @@ class ModelPair:
     def token_class(self, token: int) -> tuple[float, ...]:
         """The router's flags for a token's text (`router.token_class`), computed once per token."""
         if token not in self._classes:
-            from .router import token_class
-
             self._classes[token] = token_class(self.piece(token))
         return self._classes[token]
 
@@ -194,7 +195,7 @@ class ModelPair:
         return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))
 
 
-def load_pair(config: ModelConfig, progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:
+def load_pair(config: "ModelConfig", progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:
     progress("locating the draft model")
     draft_path = resolve_model(config.draft, "draft")
     progress("locating the target model")

@@ -1,0 +1,265 @@
+"""One request's run of the loop: the draft (or prompt lookup) proposes, the policy decides when the target is asked.
+
+The loop's state is the emitted tokens (`out`), the proposed tokens still waiting for the target's check
+(`pending`), and the two models' cache cursors, which `ModelRunner.advance` moves: each model evaluates
+only tokens it has not seen. Each turn of the loop:
+
+1. At the start of a round (nothing pending), the policy's way of writing it is settled (`auto` chooses one
+   from measured costs); a policy that looks up copies tokens from earlier in the text, if it can.
+2. A policy that does not draft lets the target write one token alone (after checking any copied tokens).
+3. Otherwise the draft proposes one token, and the rule judges it (`routing.judge.Judge`):
+   - doubtful, for a policy that escalates: the target checks what is pending and writes this position itself;
+   - a policy that holds nothing (`window` 0): the token counts at once;
+   - otherwise it waits, until the window is full or the text ends, for the target's check of them all
+     in one batch, which keeps what the policy's `verify` accepts and adds the target's own next token.
+
+Counting is the `Recorder`'s; `auto` watches through the same `Observer` interface.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..routing.judge import Judge
+from ..routing.reading import DraftReading, top_tokens
+from ..routing.router import Router
+from .auto import AutoTuner
+from .config import GenerationConfig
+from .events import Alternatives, Event, Source, Status, StopReason, Summary, TokenEvent
+from .lookup import MIN_NGRAM, continuation
+from .models import ModelPair
+from .observers import Observer
+from .policies import POLICY_TABLE, Check, Mode
+from .recorder import Recorder
+from .sampling import Sampler, Sampling, one_hot, token_logprob, token_perplexity
+from .scoring import View, score
+from .text import TextAssembler
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A token the draft sampled or prompt lookup copied, with what the later decisions need to know about it."""
+
+    position: int
+    token: int
+    draft_ppl: float | None  # None: the draft did not score it (looked up)
+    draft_logits: np.ndarray | None  # the draft's row for this position: scores a target token written here
+    q: np.ndarray | None  # the distribution it was drawn from (speculative sampling needs it)
+    source: Source = "draft"  # "draft", or "lookup": copied from earlier in the text
+    reading: DraftReading | None = None  # what the draft knew of the position (None: looked up)
+    draft_top: Alternatives = None  # the draft's likeliest tokens here, when the request asks for them
+
+
+class Generation:
+    """One request's run of the loop. `run()` yields its events, then its Summary.
+
+    `tuner` steers: it chooses how each round is written (auto). `watchers` only observe. `router`
+    scores every draft reading (the learned rule). `score`: the target reads the finished text for the
+    Summary's quality figures (`scoring.score`). `n_given`: the last tokens of `prompt` are the answer
+    prefix, read as given (the Summary counts them apart)."""
+
+    def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
+                 tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
+                 score: bool = True, n_given: int = 0) -> None:
+        self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
+        self.mode = Mode(POLICY_TABLE[config.policy], config.k)
+        self.prompt = list(prompt)
+        self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)
+        self.judge = Judge(config.deferral, config.threshold, router, config.alternatives, pair.token_class)
+        self.budget = min(config.max_tokens, pair.config.n_ctx - len(self.prompt))
+        self.out: list[int] = []
+        self.pending: list[Proposal] = []
+        # The target's view of output positions it scored while writing (`scoring.View`).
+        self.target_seen: dict[int, View] = {}
+        self.text = TextAssembler(config.stop)
+        self.stop_reason: StopReason | None = None
+        self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None,
+                                 device=pair.config.device)
+        self.observers: list[Observer] = [self.recorder, *watchers] + ([tuner] if tuner is not None else [])
+
+    # ---- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[Event]:
+        try:
+            while self.stop_reason is None:
+                yield from self.step()
+        except GeneratorExit:
+            self.stop_reason = "cancelled"
+            raise
+        finally:
+            # Drafts the output did not keep leave the caches now, so each holds only real text.
+            for runner in (self.pair.draft, self.pair.target):
+                runner.trim_to(self.prompt + self.out)
+        yield self.summary()
+
+    def step(self) -> Iterator[Event]:
+        """One turn of the loop (the module's docstring says it in words)."""
+        if not self.pending:
+            self.start_round()
+            if self.mode.policy.looks_up and self.look_up():
+                yield from self.target_turn()  # the target checks the copied tokens
+                return
+        policy = self.mode.policy
+        if not policy.drafts:
+            yield from self.target_turn()  # the target writes one token alone
+            return
+        proposal = self.draft_one()
+        doubtful = self.judge.doubtful(proposal.reading)
+        self.notify("proposed", doubtful)
+        if doubtful and policy.escalates:
+            yield from self.target_turn(escalated=proposal)
+        elif self.mode.window(self.config) == 0:
+            yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None, proposal.reading,
+                                 draft_top=proposal.draft_top)
+        else:
+            self.pending.append(proposal)
+            if self.time_to_check(proposal):
+                yield from self.target_turn()
+
+    def notify(self, hook: str, *args) -> None:
+        for observer in self.observers:
+            getattr(observer, hook)(*args)
+
+    def start_round(self) -> None:
+        if self.tuner is not None:
+            lag = len(self.prompt) + len(self.out) - len(self.pair.draft.tokens)
+            self.mode = self.tuner.choose(horizon=self.budget - len(self.out), draft_lag=max(lag, 0))
+        self.notify("round_started", self.mode)
+
+    def advance(self, model: str, context: list[int], n_rows: int,
+                hidden: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """The model reads what it lacks of `context`: the logits of its last `n_rows` positions, and, if
+        `hidden`, its final hidden state at them (from the same decode; else None)."""
+        runner = getattr(self.pair, model)
+        before = runner.stats
+        rows, states = runner.advance_hidden(context, n_rows) if hidden else (runner.advance(context, n_rows), None)
+        done = runner.stats - before
+        self.notify("model_called", model, done.tokens_evaluated, done.seconds, n_rows)
+        return rows, states
+
+    def draft_one(self) -> Proposal:
+        context = self.prompt + self.out + [p.token for p in self.pending]
+        rows, states = self.advance("draft", context, 1, hidden=self.judge.wants_hidden)
+        row = rows[0]
+        token, q = self.sampler.draft(row)
+        position = len(self.out) + len(self.pending)
+        reading = self.judge.read(row, token, position, None if states is None else states[0],
+                                  ahead=[p.reading for p in self.pending])
+        return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.named(reading.top))
+
+    def look_up(self) -> bool:
+        """Prompt lookup: up to k tokens that followed the text's end where it occurred before become
+        pending proposals, to be checked as speculative drafts are. False if it found none."""
+        context = self.prompt + self.out
+        room = self.budget - len(self.out)
+        tokens = continuation(context, self.config.lookup_ngram, min(MIN_NGRAM, self.config.lookup_ngram),
+                              min(self.mode.k, room))
+        # Nothing is proposed past an end of generation, as the draft stops drafting there.
+        end = next((i for i, t in enumerate(tokens) if self.pair.is_end_of_generation(t)), None)
+        tokens = tokens if end is None else tokens[:end + 1]
+        for token in tokens:
+            # The proposal is certain: q is the one-hot of its token, so speculative sampling accepts it with
+            # the target's probability of it and, on rejection, draws from the target's distribution
+            # without it (the residual), which keeps the target's distribution exactly.
+            q = None if self.sampler.greedy else one_hot(token, self.pair.n_vocab)
+            self.pending.append(Proposal(len(self.out) + len(self.pending), token, None, None, q, "lookup"))
+        if tokens:
+            self.notify("looked_up", len(tokens))
+        return bool(tokens)
+
+    def time_to_check(self, last: Proposal) -> bool:
+        return (len(self.pending) >= self.mode.window(self.config)
+                or self.pair.is_end_of_generation(last.token)
+                or len(self.out) + len(self.pending) >= self.budget)
+
+    def target_turn(self, escalated: Proposal | None = None) -> Iterator[Event]:
+        """The target reads what it has not seen (pending proposals included) in one batch, keeps the
+        pending tokens the policy's check accepts, and writes the next token itself."""
+        pending, self.pending = self.pending, []
+        context = self.prompt + self.out + [p.token for p in pending]
+        rows, _ = self.advance("target", context, len(pending) + 1)
+        target_ppls = [token_perplexity(row, p.token) for p, row in zip(pending, rows)]
+        check = Check([p.token for p in pending], [p.q for p in pending], rows, target_ppls)
+        kept, token = self.mode.policy.verify(check, self.sampler, self.config)
+        for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
+            self.target_seen[p.position] = (-math.log(target_ppl) if math.isfinite(target_ppl) else -math.inf,
+                                            int(np.argmax(row)) == p.token)
+        if pending:
+            self.notify("checked", kept, min(kept + 1, len(pending)))
+        for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
+            yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl, p.reading, draft_top=p.draft_top,
+                                 target_top=self.top(row))
+            if self.stop_reason:
+                return
+        discarded: Status = self.mode.policy.discarded
+        for p, row, target_ppl in zip(pending[kept:], rows[kept:], target_ppls[kept:]):
+            yield self.tell(p.position, p.token, self.pair.piece(p.token), p.source, discarded, p.draft_ppl,
+                            target_ppl, p.reading, draft_top=p.draft_top, target_top=self.top(row))
+        if escalated is not None:
+            yield self.tell(escalated.position, escalated.token, self.pair.piece(escalated.token), "draft",
+                            "escalated", escalated.draft_ppl, None, escalated.reading, draft_top=escalated.draft_top)
+        # The draft's view of the position the target now writes, when the draft scored it.
+        # (None where nothing was proposed here, or lookup proposed it: the draft scored nothing.)
+        at = pending[kept] if kept < len(pending) else escalated
+        scored = at is not None and at.draft_logits is not None
+        draft_ppl = token_perplexity(at.draft_logits, token) if scored else None
+        self.target_seen[len(self.out)] = (token_logprob(rows[kept], token), int(np.argmax(rows[kept])) == token)
+        yield from self.emit(token, "target", draft_ppl, token_perplexity(rows[kept], token),
+                             at.reading if scored else None, draft_top=at.draft_top if scored else None,
+                             target_top=self.top(rows[kept]))
+
+    # ---- output -----------------------------------------------------------------------------------
+
+    def emit(self, token: int, source: Source, draft_ppl: float | None, target_ppl: float | None,
+             reading: DraftReading | None = None, **tops: Alternatives) -> Iterator[Event]:
+        """Append a token to the output and stop if it ends the generation."""
+        position = len(self.out)
+        self.out.append(token)
+        self.judge.written(reading, draft_ppl)
+        text = self.text.push(self.pair.draft.llm.detokenize([token]))
+        yield self.tell(position, token, text, source, "accepted", draft_ppl, target_ppl, reading, **tops)
+        if self.pair.is_end_of_generation(token):
+            self.stop_reason = "eos"
+        elif self.text.stopped:
+            self.stop_reason = "stop_string"
+        elif len(self.out) >= self.budget:
+            self.stop_reason = "max_tokens" if self.budget == self.config.max_tokens else "context_full"
+
+    def top(self, row: np.ndarray) -> Alternatives:
+        """The target's likeliest tokens at a position it read, if the request asks for them (`alternatives`)."""
+        return self.named(top_tokens(row, self.config.alternatives)) if self.config.alternatives else None
+
+    def named(self, top: Sequence[tuple[int, float]]) -> Alternatives:
+        """Token ids with probabilities as the events carry them: each token's text, as many as asked.
+        (The draft's come from its reading of the row, `read_row`, in the same passes.)"""
+        if not self.config.alternatives:
+            return None
+        return tuple((self.pair.piece(t), p) for t, p in top[:self.config.alternatives])
+
+    def tell(self, position: int, token: int, text: str, source: Source, status: Status,
+             draft_ppl: float | None, target_ppl: float | None, reading: DraftReading | None = None,
+             draft_top: Alternatives = None, target_top: Alternatives = None) -> TokenEvent:
+        seen = {} if reading is None else {
+            "draft_top1": reading.draft_top1, "draft_top2": reading.draft_top2,
+            "draft_entropy": reading.draft_entropy, "draft_score": reading.draft_score}
+        event = TokenEvent(position=position, token_id=token, text=text, source=source, status=status,
+                           draft_ppl=draft_ppl, target_ppl=target_ppl, t=self.recorder.elapsed(),
+                           draft_top=draft_top, target_top=target_top, **seen)
+        self.notify("told", event)
+        return event
+
+    def summary(self) -> Summary:
+        """The run's Summary, with the target's view of the text (`scoring.score`) if asked for."""
+        summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
+        summary = dataclasses.replace(summary, routing_s=self.judge.routing_s, router_s=self.judge.router_s,
+                                      rule=self.config.rule if self.mode.policy.escalates else "",
+                                      answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given)
+        if not self.score:
+            return summary
+        return score(summary, self.pair.target, self.prompt, self.out, self.target_seen,
+                     self.config.alternatives, self.named)

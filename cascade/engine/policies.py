@@ -1,0 +1,222 @@
+"""Every policy, in one registry: what it is called, what settings it reads, and how it writes a round.
+
+The loop (`loop.py`) is one draft-then-check loop; a policy object answers its questions, as
+transformers' candidate generators do for assisted decoding:
+- `drafts`: does the draft model propose tokens at all?
+- `looks_up`: are tokens first copied from earlier in the text where its end occurred before (prompt
+  lookup, `lookup.py`)? Then the draft model proposes only where lookup finds nothing.
+- `escalates`: when the draft doubts a token (its rule past the threshold), does the target take that
+  position?
+- `window`: how many proposed tokens wait for the target's check before it reads them (0: a drafted
+  token counts at once), and `verify`: which of them the target keeps, and what it writes next.
+`Auto` chooses among the others round by round from measured costs (`auto.py`); `Seed` is the original
+idea's own loop (`seed.py`), kept as the baseline for measurements.
+
+Adding a policy is one class (or an instance of one) and one entry in `POLICY_TABLE`: the config's
+validation, the command line's choices, the page's dropdown and the API's models all read the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+
+import numpy as np
+
+from .events import Status
+from .sampling import Sampler
+from .seed import run_seed_loop
+
+if TYPE_CHECKING:
+    from .config import GenerationConfig
+    from .events import Event
+    from .models import ModelPair
+
+# A loop of a policy's own, instead of the engine's: (pair, prompt, config, score) -> events, then a Summary.
+OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool], Iterator["Event"]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """What the target's check of the proposed tokens sees, in one batch."""
+
+    tokens: Sequence[int]  # the proposed tokens, in order
+    q: Sequence[np.ndarray | None]  # the distribution each was drawn from (None: greedy, or copied by lookup)
+    rows: np.ndarray  # the target's row at each proposal, and one more after them
+    perplexities: Sequence[float]  # the target's perplexity of each proposed token
+
+
+class Policy:
+    """The engine's loop, writing each round one way. The base class is the target alone's check rule:
+    keep the proposals the target would have chosen itself (greedy), then its own token."""
+
+    drafts = True  # the draft model proposes tokens (False: it is never called)
+    looks_up = False  # prompt lookup proposes first; the draft (if it drafts) only where lookup finds nothing
+    escalates = True  # a doubtful draft token is discarded and the target writes that position
+    steered = False  # each round's way is chosen from measured costs (auto)
+    discarded: Status = "rejected"  # what a proposal the target's check did not keep is called
+    loop: OwnLoop | None = None  # a loop of its own instead of the engine's
+
+    def __init__(self, name: str, label: str, description: str, settings: Sequence[str] = (),
+                 on_page: bool = True) -> None:
+        self.name = name
+        self.label = label  # what the page's dropdown says
+        self.description = description  # one sentence for the README and the command line's help
+        self.settings = tuple(settings)  # the GenerationConfig fields it reads besides sampling and length
+        self.on_page = on_page  # offered on the page and as the API's models
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def uses_rule(self) -> bool:
+        """Whether a deferral rule and its threshold decide anything for it."""
+        return "threshold" in self.settings
+
+    def window(self, config: "GenerationConfig", k: int) -> int:
+        """Proposed tokens held for the target's check before it reads them; 0: a drafted token counts at once."""
+        return 0
+
+    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+        """How many of the proposed tokens the target keeps, and its own token for the next position.
+        Greedy verification is prefix matching: the token after the last match is always the target's own."""
+        for i, token in enumerate(check.tokens):
+            best = int(np.argmax(check.rows[i]))
+            if best != token:
+                return i, best
+        return len(check.tokens), sampler.target(check.rows[len(check.tokens)])
+
+    def mode_label(self, k: int) -> str:
+        """How a round written this way is named in a Summary's `modes` (auto)."""
+        return self.name
+
+
+class TargetAlone(Policy):
+    drafts = False
+    escalates = False
+
+
+class DraftAlone(Policy):
+    escalates = False
+
+
+class Cascade(Policy):
+    """The draft writes; where its rule doubts a token, the target writes that position instead."""
+
+
+class Bild(Cascade):
+    """Cascade, and the draft's tokens wait for the target, which rolls back from the first it finds too
+    unlikely (Big Little Decoder)."""
+
+    discarded = "rolled_back"
+
+    def window(self, config: "GenerationConfig", k: int) -> int:
+        return config.bild_window
+
+    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+        kept = next((i for i, ppl in enumerate(check.perplexities) if ppl > config.rollback_threshold),
+                    len(check.tokens))
+        return kept, sampler.target(check.rows[kept])
+
+
+class Speculative(Policy):
+    """Up to k proposals, checked by the target in one batch: the longest acceptable prefix, then its own
+    token. Sampling, each proposal is kept with probability min(1, p/q) (rejection sampling), so the text
+    follows the target's distribution exactly."""
+
+    escalates = False
+
+    def window(self, config: "GenerationConfig", k: int) -> int:
+        return k
+
+    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+        if sampler.greedy:
+            return super().verify(check, sampler, config)
+        return sampler.speculative(check.tokens, check.q, check.rows)
+
+    def mode_label(self, k: int) -> str:
+        return f"{self.name} k={k}"
+
+
+class Lookup(Speculative):
+    drafts = False
+    looks_up = True
+
+
+class LookupDraft(Speculative):
+    looks_up = True
+
+
+class Auto(Policy):
+    """Writes each round the way `auto.AutoTuner` predicts fastest; it never writes a round itself."""
+
+    steered = True
+
+
+class Seed(Cascade):
+    loop = staticmethod(run_seed_loop)
+
+
+POLICY_TABLE: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        TargetAlone("target", "target: the big model alone (the baseline)",
+                    "the target alone: the baseline every speed is compared with"),
+        DraftAlone("draft", "draft: the small model alone",
+                   "the draft alone: the fastest, and the least faithful to the target"),
+        Cascade("cascade", "cascade: small writes, big steps in where small is unsure",
+                "the draft writes; a token it is unsure of is written by the target instead",
+                settings=("threshold",)),
+        Bild("bild", "bild: cascade, and big may roll back small's recent tokens",
+             "cascade, and when the target takes over it also checks the draft's recent tokens, rolling "
+             "back from the first one it finds too unlikely (Big Little Decoder)",
+             settings=("threshold", "rollback_threshold", "bild_window")),
+        Speculative("speculative", "speculative: big checks k drafted tokens at once",
+                    "the draft proposes up to k tokens, the target checks them in one batch and keeps the longest "
+                    "prefix it agrees with, plus one token of its own",
+                    settings=("k",)),
+        Lookup("lookup", "lookup: copies from earlier in the text, big checks the copy",
+               "speculative decoding whose drafts cost nothing: where the text's last few tokens occurred before "
+               "(in the prompt or the answer), up to k tokens that followed them there are proposed and the "
+               "target checks them in one batch; with no match the target writes alone",
+               settings=("k", "lookup_ngram")),
+        LookupDraft("lookup+draft", "lookup+draft: copies from the text where it can, else small drafts",
+                    "lookup where the text's end occurred before, and the draft proposing as in speculative "
+                    "decoding where it did not; the target checks both the same way",
+                    settings=("k", "lookup_ngram")),
+        Auto("auto", "auto: measures as it goes and picks the fastest way",
+             "measures both models' costs as it runs and writes each round the way predicted fastest: the "
+             "target alone, speculative with the best k, or cascade when clearly cheaper",
+             settings=("threshold",)),
+        Seed("seed", "seed: the original loop (re-reads the whole text per token)",
+             "the original idea's own loop, one full llama-cpp-python call per token: the slow baseline",
+             settings=("threshold",), on_page=False),
+    )
+}
+
+POLICIES: tuple[str, ...] = tuple(POLICY_TABLE)
+
+
+def offered() -> list[Policy]:
+    """The policies a visitor or an API client may choose (the seed's loop is a baseline only)."""
+    return [p for p in POLICY_TABLE.values() if p.on_page]
+
+
+def policy_list_markdown() -> str:
+    """The README's list of policies, one line each."""
+    return "\n".join(f"- `{p.name}`: {p.description}." for p in POLICY_TABLE.values())
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How one round is written: a policy of the engine's loop, with its k where it speculates."""
+
+    policy: Policy
+    k: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.policy.mode_label(self.k)
+
+    def window(self, config: "GenerationConfig") -> int:
+        return self.policy.window(config, self.k)

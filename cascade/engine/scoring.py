@@ -1,0 +1,86 @@
+"""The target's view of a finished text: its perplexity of the text, and how much of it is its own choice.
+
+A Summary reports both (`text_ppl_by_target`, `target_agreement`). The loop records the target's view of
+every position it read while writing; `score` reads the rest after the run, from the first position it
+did not read, in chunks, reusing what the target's cache already holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..routing.reading import top_tokens
+from .events import Alternatives, Summary
+from .runner import ModelRunner
+from .sampling import token_logprob
+
+SCORING_CHUNK = 32  # rows a scoring call asks for at most (each row is the whole vocabulary)
+
+# The target's view of one output position: (its log-probability of the token written there, whether the
+# token is its own greedy choice).
+View = tuple[float, bool]
+
+
+def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
+                alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None) -> dict[int, View]:
+    """For output positions from `first` on: the target's view of the token written there, read in chunks
+    of SCORING_CHUNK positions. The target's cache keeps what it already holds of the prompt and the text
+    before `first`. With `alternatives` and a `tops` dict, each position's likeliest tokens are put in it too."""
+    out_view: dict[int, View] = {}
+    for start in range(first, len(out), SCORING_CHUNK):
+        end = min(start + SCORING_CHUNK, len(out))
+        # Row j of the last (end - start) rows of prompt + out[:end - 1] predicts out[start + j].
+        rows = target.advance(list(prompt) + list(out[:end - 1]), end - start)
+        for j, row in enumerate(rows):
+            token = out[start + j]
+            out_view[start + j] = (token_logprob(row, token), int(np.argmax(row)) == token)
+            if alternatives and tops is not None:
+                tops[start + j] = top_tokens(row, alternatives)
+    return out_view
+
+
+def text_quality(view: Iterable[View]) -> tuple[float, float]:
+    """(the target's perplexity of a text, the share of its tokens that are the target's own choice), from
+    the target's view of each of the text's positions."""
+    view = list(view)
+    nll = -sum(logp for logp, _ in view) / len(view)
+    return (math.exp(nll) if nll < 700 else math.inf), sum(own for _, own in view) / len(view)
+
+
+def score(summary: Summary, target: ModelRunner, prompt: Sequence[int], out: Sequence[int],
+          seen: dict[int, View], alternatives: int = 0,
+          named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Summary:
+    """The Summary with the target's view of the finished text `out`: positions in `seen` (read while
+    writing) are not read again; the rest are read now, from the first it did not read, which `scoring_s`
+    times and `wall_s` does not include. Where the target read a position only now, its likeliest tokens
+    go in `scored_top` (named by `named`), as many as `alternatives`."""
+    if not out:
+        return summary
+    started = time.perf_counter()
+    seen = dict(seen)
+    missing = [i for i in range(len(out)) if i not in seen]
+    tops: dict[int, list[tuple[int, float]]] = {}
+    if missing:
+        seen.update(target_view(target, prompt, out, missing[0], alternatives=alternatives, tops=tops))
+    ppl, agreement = text_quality(seen[i] for i in range(len(out)))
+    scored_top = tuple((i, named(tops[i])) for i in missing if i in tops)
+    return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
+                               scoring_s=time.perf_counter() - started, scored_top=scored_top)
+
+
+def score_text(summary: Summary, target: ModelRunner, prompt: Sequence[int]) -> Summary:
+    """The Summary of a loop that reports text, not token ids (the seed's), with the target's view of that
+    text re-tokenized after `prompt`. Reads every position afresh (the target's cache is emptied first)."""
+    started = time.perf_counter()
+    tokens = target.llm.tokenize(summary.text.encode("utf-8"), add_bos=False, special=False)
+    if not tokens:
+        return summary
+    target.clear()
+    ppl, agreement = text_quality(target_view(target, prompt, tokens).values())
+    return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
+                               scoring_s=time.perf_counter() - started)

@@ -1,0 +1,67 @@
+"""Judging the draft's positions as a generation writes them: read the row, score it, decide.
+
+One `Judge` per generation. For each token the draft proposes it reads the draft's row (`reading.py`), adds
+the learned router's score where a router is loaded (`router.py`, over the trail of positions before it),
+and says whether the request's rule sends the position to the target at its threshold (`rules.py`). It
+keeps the time this takes, which the Summary reports as `routing_s` (and `router_s`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .reading import DraftReading, read_row
+from .router import Router, Trail
+from .rules import Rule
+
+
+class Judge:
+    def __init__(self, rule: Rule, threshold: float, router: Router | None = None, alternatives: int = 0,
+                 classify: Callable[[int], Sequence[float]] = lambda _token: ()) -> None:
+        self.rule, self.threshold, self.router, self.alternatives = rule, threshold, router, alternatives
+        self.classify = classify  # a token's class flags, as the router reads them (`router.token_class`)
+        self.trail = Trail()  # the draft's readings at the output's positions, for the router's history features
+        self.routing_s = 0.0  # time spent reading the draft's rows and judging them
+        self.router_s = 0.0  # of which the router: its features and its score
+
+    @property
+    def wants_hidden(self) -> bool:
+        """Whether the router reads the draft's hidden state (the draft then returns it with its row)."""
+        return self.router is not None and self.router.n_hidden > 0
+
+    def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None,
+             ahead: Sequence[DraftReading | None] = ()) -> DraftReading:
+        """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded.
+        `ahead`: the readings of the positions proposed since the last one written, pending the target's
+        check (None where lookup proposed, and the draft read nothing)."""
+        started = time.perf_counter()
+        reading = read_row(row, token, self.alternatives)
+        if self.router is not None:
+            scoring = time.perf_counter()
+            x = self.trail.features(reading, self.classify(token), position, hidden,
+                                    ahead=[trail_item(r, r and r.draft_ppl) for r in ahead])
+            reading = dataclasses.replace(reading, draft_score=self.router.probability(x))
+            self.router_s += time.perf_counter() - scoring
+        self.routing_s += time.perf_counter() - started
+        return reading
+
+    def doubtful(self, reading: DraftReading) -> bool:
+        """Whether the rule sends this position to the target at the threshold."""
+        return self.rule.escalates(self.rule.score(reading), self.threshold)
+
+    def written(self, reading: DraftReading | None, draft_ppl: float | None) -> None:
+        """A token was written at the next position: the draft's reading there (None where it read none) and
+        its perplexity of the token written, for the trail."""
+        self.trail.items.append(trail_item(reading, draft_ppl))
+
+
+def trail_item(reading: DraftReading | None, draft_ppl: float | None) -> tuple[float, float] | None:
+    """A position of the trail: the draft's entropy there and its log-probability of the token written."""
+    if reading is None or draft_ppl is None:
+        return None
+    return Trail.item(reading.draft_entropy, -math.log(draft_ppl) if math.isfinite(draft_ppl) else -math.inf)

@@ -1,0 +1,86 @@
+"""What the draft knows of a position before anyone else is asked: one reading of its row of scores.
+
+`read_row` turns the draft's row into a `DraftReading`: the probability of the token it proposes, of its
+likeliest tokens, and the entropy of its untempered distribution. Every deferral rule (`rules.py`) and the
+learned router (`router.py`) judge a position from its reading, and each token event records it, so any
+rule can re-judge a recorded run (`engine/analysis.py`). Pure functions on numpy rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+def largest(row: np.ndarray, k: int) -> list[int]:
+    """The indices of the k largest scores, largest first (the lower index first among equals, as a
+    stable sort would order them). k argmaxes, each masking the one before: on a 152k-token row that is
+    0.08 ms for k = 5 where a partition takes 0.5 ms; the row is left as it was."""
+    best: list[int] = []
+    saved: list[float] = []
+    try:
+        for _ in range(min(k, len(row))):
+            i = int(np.argmax(row))
+            best.append(i)
+            saved.append(row[i])
+            row[i] = -np.inf
+    finally:
+        for i, v in zip(best, saved):
+            row[i] = v
+    return best
+
+
+
+class Reading(Protocol):
+    """Anything carrying the draft's view of one position: a `DraftReading`, or a recorded TokenEvent."""
+
+    draft_ppl: float | None
+    draft_top1: float | None
+    draft_top2: float | None
+    draft_entropy: float | None
+    draft_score: float | None
+
+
+@dataclass(frozen=True)
+class DraftReading:
+    """The draft's view of one position, before anyone else is asked."""
+
+    draft_ppl: float  # perplexity of the proposed token: exp(-log p)
+    draft_top1: float  # probability of the most likely token
+    draft_top2: float  # probability of the second most likely token
+    draft_entropy: float  # entropy of the untempered distribution, nats
+    top_token: int  # the most likely token
+    draft_score: float | None = None  # the learned router's probability that the target differs
+    top: tuple[tuple[int, float], ...] = ()  # the likeliest tokens and their probabilities, likeliest first
+
+
+def read_row(row: np.ndarray, token: int, k: int = 2) -> DraftReading:
+    """The draft's reading of one row of logits, for the token it proposes there, with its `k` (at least
+    2) likeliest tokens. About 0.5 ms for Qwen's 152k-token vocabulary: one exp over the row and k
+    argmaxes (`largest`)."""
+    best = largest(row, max(k, 2))
+    top = best[0]
+    m = float(row[top])
+    shifted = row - m
+    e = np.exp(shifted)
+    z = float(e.sum(dtype=np.float64))
+    log_z = math.log(z)
+    # An elementwise product and a sum, not np.dot: a BLAS call leaves OpenBLAS's threads spinning, and
+    # on a small CPU they then slow llama.cpp's next decode threefold (measured: 45 → 138 ms a draft token).
+    entropy = max(0.0, log_z - float((e * shifted).sum(dtype=np.float64)) / z)
+    probabilities = [math.exp(float(row[i]) - m) / z for i in best]
+    second = probabilities[1] if len(best) > 1 else 0.0
+    logp = float(row[token]) - m - log_z
+    return DraftReading(draft_ppl=math.exp(-logp) if logp > -700 else math.inf, draft_top1=1.0 / z,
+                        draft_top2=second, draft_entropy=entropy, top_token=top,
+                        top=tuple(zip(best, probabilities)))
+
+
+def top_tokens(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k likeliest tokens and their probabilities under softmax(logits), likeliest first."""
+    m = float(np.max(logits))
+    log_z = m + math.log(float(np.sum(np.exp(logits - m, dtype=np.float64))))
+    return [(t, math.exp(float(logits[t]) - log_z)) for t in largest(logits, k)]
