@@ -16,11 +16,11 @@ import pytest
 
 from cascade.engine import sampling as S
 from cascade.engine.analysis import Routing
-from cascade.cli import MAGENTA, _render
+from cascade.cli.generate import MAGENTA, _render
 from cascade.engine.events import ModelStats, TokenEvent
 from cascade.engine.lookup import MIN_NGRAM, continuation
 from cascade.ui import chart, sentences, tokens
-from cascade.ui.handlers import SETTINGS, request_config
+from cascade.ui.generate import SETTINGS, request_config
 from cascade.ui.runfile import read_run, run_html
 from cascade.ui.style import PURPLE
 

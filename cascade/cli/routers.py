@@ -1,0 +1,103 @@
+"""The learned rule's router on the command line: `router train` fits one on the target's own texts
+(teacher-forced) and writes it; `routers` measures every rule's quality/cost picture on a prompt set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..serving.settings import add_model_flags, model_config, model_flags
+from .shared import Command, add_prompt_flags, load_engine, log, prompt_items
+
+
+def add_router_arguments(router: argparse.ArgumentParser) -> None:
+    router_sub = router.add_subparsers(dest="router_command", required=True)
+    train = router_sub.add_parser("train", help="fit a router on the target's own texts (teacher-forced) and write it")
+    add_model_flags(train)
+    add_prompt_flags(train, default_split="train")
+    train.add_argument("--out", type=Path, required=True, help="where to write the router (JSON)")
+    train.add_argument("--c", default="1.0",
+                       help="inverse regularisation strength, or 'auto': the best of a grid by ROC AUC out of fold, "
+                            "folds split by prompt (default %(default)s)")
+    train.add_argument("--hidden", action="store_true",
+                       help="the router also reads the draft's final hidden state at each position (one input per "
+                            "dimension; the draft returns it from the same decode)")
+
+
+def train(args: argparse.Namespace) -> int:
+    """`router train`, the router command's one subcommand."""
+    from ..bench.routers import cache_dir, collect, train_router
+
+    if not args.out.parent.is_dir():
+        raise ValueError(f"cannot write the router to {args.out}: its folder does not exist")
+    items = prompt_items(args)
+    engine = load_engine(model_config(model_flags(args)), router=False)
+    c = _regularisation(args.c)
+    data = collect(engine, items, args.max_tokens, None if args.no_cache else cache_dir(), hidden=args.hidden)
+    router = train_router(engine, data, c=c, split=str(args.prompts or args.split))
+    router.save(args.out)
+    d = router.data
+    chosen = ""
+    if "out_of_fold_roc_auc" in d:
+        chosen = f"; C {d['c']:g} chosen out of fold (ROC AUC {d['out_of_fold_roc_auc'][format(d['c'], 'g')]:.3f})"
+    print(f"router written to {args.out}: {d['positions']} positions from {d['prompts']} prompts, "
+          f"{d['differs_share']:.1%} where the target differs; {len(router.features)} features"
+          f"{f' ({router.n_hidden} of them the hidden state)' if router.n_hidden else ''}; training ROC AUC "
+          f"{d['train_roc_auc']:.3f}{chosen}; {sum(p.target_run is None for p in data)} of {len(data)} of the "
+          f"target's texts came from the cache")
+    return 0
+
+
+def _regularisation(value: str) -> float | None:
+    """`--c`: a positive number, or None for 'auto' (chosen out of fold)."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        c = float(value)
+    except ValueError:
+        raise ValueError(f"--c takes a positive number or 'auto', got {value!r}") from None
+    if not c > 0:
+        raise ValueError(f"--c must be above 0, got {value}")
+    return c
+
+
+def add_routers_arguments(routers: argparse.ArgumentParser) -> None:
+    add_model_flags(routers)
+    add_prompt_flags(routers, default_split="test")
+    routers.add_argument("--share", type=float, default=0.10,
+                         help="real runs: each rule at the threshold sending about this share to the target "
+                              "(default %(default)s)")
+    routers.add_argument("--no-real", action="store_true", help="teacher-forced curves only (no real cascade runs)")
+    routers.add_argument("--json", type=Path, default=None, help="write the results here as JSON")
+    routers.add_argument("--html", type=Path, default=None, help="write the curves chart here")
+
+
+def measure(args: argparse.Namespace) -> int:
+    """`routers`: each rule's curve, teacher-forced, and real runs at an equal share."""
+    from ..bench.routers import evaluate
+    from ..bench.routers_report import chart_html, markdown
+    from ..serving.machine import describe_machine
+
+    items = prompt_items(args)
+    engine = load_engine(model_config(model_flags(args)))
+    result = evaluate(engine, items, args.max_tokens, share=args.share, real=not args.no_real, log=log)
+    if not args.no_real:
+        from ..bench.costs import measure_costs
+
+        costs = measure_costs(engine.pair, engine.encode(items[0].prompt, items[0].chat))
+        result.costs = costs.to_dict()
+        result.break_even_share = costs.break_even_share(args.max_tokens)
+    result.machine = describe_machine(engine.pair).to_dict()
+    print(markdown(result))
+    if args.json:
+        args.json.write_text(json.dumps(result.to_dict(), indent=1))
+    if args.html:
+        chart_html(result, args.html)
+    return 0
+
+
+COMMANDS = (
+    Command("router", "the learned rule's router", add_router_arguments, train),
+    Command("routers", "every rule's quality/cost picture on a prompt set, measured", add_routers_arguments, measure),
+)

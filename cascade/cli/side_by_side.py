@@ -1,0 +1,107 @@
+"""The front ends' speed against the engine's: `api-bench` and `page-bench` run one request through the
+engine and through the API or the page, alternating; `workers` runs the page with N engines against one."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from ..engine.config import GenerationConfig
+from ..engine.policies import POLICY_TABLE
+from ..serving.settings import add_model_flags, model_config, model_flags
+from .shared import Command, add_side_by_side_flags, load_engine, log
+
+
+def add_api_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    add_side_by_side_flags(parser, max_tokens=128, rounds=3, prompt="Explain in a few sentences how a bicycle stays upright.")
+
+
+def api_bench(args: argparse.Namespace) -> int:
+    from ..bench.api_speed import measure_api
+
+    _check_rounds(args)
+    result = measure_api(model_config(model_flags(args)), args.prompt, args.policy, args.max_tokens, args.rounds,
+                         log=log)
+    print(f"{args.policy}, {args.max_tokens} tokens, {args.rounds} rounds: the API streams at {result.ratio:.3f}x the "
+          f"engine's tokens/s; its first token arrives {result.first_token_delay_ms:+.1f} ms after the engine's "
+          f"(medians)")
+    if args.json:
+        args.json.write_text(json.dumps(result.to_dict(), indent=1))
+    return 0
+
+
+def add_page_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    add_side_by_side_flags(parser, max_tokens=64, rounds=4, prompt="Explain to a ten-year-old why the sky is blue.")
+    parser.add_argument("--alternatives-cost", action="store_true",
+                        help="instead: the engine with no alternatives and with the top 5, alternating")
+
+
+def page_bench(args: argparse.Namespace) -> int:
+    from ..bench.page_speed import alternatives_cost, measure_page
+
+    _check_rounds(args)
+    engine = load_engine(model_config(model_flags(args)))
+    if args.alternatives_cost:
+        costs = alternatives_cost(engine, args.prompt, policy=args.policy, max_tokens=args.max_tokens,
+                                  rounds=args.rounds)
+        for c in costs:
+            print(f"{c.policy}, alternatives {c.alternatives}: routing_s {1000 * c.routing_s:.1f} ms over "
+                  f"{c.n_events} events, wall {c.wall_s:.2f} s (medians of {args.rounds})")
+        record = {"alternatives_cost": [dataclasses.asdict(c) for c in costs]}
+    else:
+        result = measure_page(engine, args.prompt, policy=args.policy, max_tokens=args.max_tokens, rounds=args.rounds,
+                              log=log)
+        print(f"{args.policy}, {args.max_tokens} tokens, {args.rounds} rounds, {result.n_threads} threads: the page "
+              f"streams at {result.ratio:.3f}x the engine's tokens/s (median); its own threads took "
+              f"{result.page_cpu_share:.1%} of its time in CPU")
+        record = result.to_dict()
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1))
+    return 0
+
+
+def _check_rounds(args: argparse.Namespace) -> None:
+    if args.rounds < 1 or args.max_tokens < 1:
+        raise ValueError("--rounds and --max-tokens must be at least 1")
+
+
+def add_workers_arguments(workers: argparse.ArgumentParser) -> None:
+    add_model_flags(workers)
+    workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
+    workers.add_argument("--policy", choices=list(POLICY_TABLE), default="cascade", help="(default %(default)s)")
+    workers.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
+    workers.add_argument("--settings", nargs="+", default=["1x2", "2x2", "2x1"], metavar="NxT",
+                         help="engines x threads per model, in order (default %(default)s)")
+
+
+def workers(args: argparse.Namespace) -> int:
+    from ..bench.workers import measure_workers, workers_table
+    from ..serving.examples import load_examples
+
+    examples = load_examples(args.prompts) if args.prompts else load_examples()
+    settings = [_engines_by_threads(s) for s in args.settings]
+    rows = measure_workers(model_config(model_flags(args)), examples,
+                           GenerationConfig(policy=args.policy, max_tokens=args.max_tokens), settings, log=log)
+    print(workers_table(rows))
+    return 0
+
+
+def _engines_by_threads(spec: str) -> tuple[int, int]:
+    """"2x1" -> (2 engines, 1 thread per model)."""
+    engines, sep, threads = spec.lower().partition("x")
+    if not (sep and engines.isdigit() and threads.isdigit() and int(engines) >= 1 and int(threads) >= 1):
+        raise ValueError(f"--settings takes ENGINESxTHREADS such as 2x1, got {spec!r}")
+    return int(engines), int(threads)
+
+
+COMMANDS = (
+    Command("api-bench", "the same request through the engine and through the API, side by side: tokens/s and "
+                         "when the first token arrives", add_api_bench_arguments, api_bench),
+    Command("page-bench", "the same request through the engine and through the page, side by side (a client in "
+                          "its own process), and what recording both models' alternatives costs",
+            add_page_bench_arguments, page_bench),
+    Command("workers", "the page with N engines against one: throughput and per-request speed",
+            add_workers_arguments, workers),
+)
