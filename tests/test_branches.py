@@ -1,4 +1,4 @@
-"""Forks from a token and the session's branches (`cascade.ui.handlers`): the answer's start a fork
+"""Forks from a token and the session's branches (`cascade.ui.branches`): the answer's start a fork
 gives the engine, what the list says of each branch, and a branch shown again without generating."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from cascade import GenerationConfig
-from cascade.ui.handlers import (BRANCH_OUTPUTS, MAX_BRANCHES, Branch, Fork, Run, fork_prefix, record_branch,
-                                 show_branch)
+from cascade.ui.branches import MAX_BRANCHES, Branch, Fork, fork_prefix, record_branch, show_branch
+from cascade.ui.run import BRANCH_OUTPUTS, Run
 
 from .helpers import engine_for
 

@@ -12,9 +12,10 @@ import pytest
 from cascade.engine.prompt import PromptError, encode_prompt, parse_history, render_chat
 from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
-from cascade.ui.handlers import (MAX_BRANCHES, REQUEST_CONTROLS, Run, Update, compare_updates, conversation_line,
-                                 followup_box, followup_request, generate_updates, record_branch, request_config,
-                                 show_branch, turn_branch)
+from cascade.ui.branches import MAX_BRANCHES, REQUEST_CONTROLS, record_branch, show_branch, turn_branch
+from cascade.ui.followups import conversation_line, followup_box, followup_request
+from cascade.ui.generate import compare_updates, generate_updates, request_config
+from cascade.ui.run import Run, Update
 from cascade.ui.link import copy_link_js, read_link
 from cascade.ui.runfile import read_run, run_html
 

@@ -88,22 +88,22 @@ def test_the_page_queue_polls_at_the_page_s_intervals():
 
 
 def test_pictures_come_further_apart_as_drawing_them_costs_more(monkeypatch):
-    from cascade.ui import handlers
+    from cascade.ui import run as page_run
 
-    pacer = handlers.Pacer()
-    assert pacer.interval() == handlers.UPDATE_EVERY_S  # nothing drawn yet: the page's own pace
+    pacer = page_run.Pacer()
+    assert pacer.interval() == page_run.UPDATE_EVERY_S  # nothing drawn yet: the page's own pace
     cost = [0.02]
-    monkeypatch.setattr(handlers, "run_update", lambda run: time.sleep(cost[0]) or "drawn")
+    monkeypatch.setattr(page_run, "run_update", lambda run: time.sleep(cost[0]) or "drawn")
     assert pacer.draw(None) == "drawn"
     # One slow picture alone (the first of a fresh process) does not hold back the next ones...
-    assert pacer.interval() == handlers.UPDATE_EVERY_S
+    assert pacer.interval() == page_run.UPDATE_EVERY_S
     # ...two in a row do.
     pacer.draw(None)
-    assert pacer.interval() == pytest.approx(handlers.DRAW_SHARE * pacer.cost) and pacer.interval() >= 1.0
+    assert pacer.interval() == pytest.approx(page_run.DRAW_SHARE * pacer.cost) and pacer.interval() >= 1.0
     # And once pictures are cheap again, so is the wait.
     cost[0] = 0.0
     pacer.draw(None)
-    assert pacer.interval() == handlers.UPDATE_EVERY_S
+    assert pacer.interval() == page_run.UPDATE_EVERY_S
 
 
 def test_the_interval_may_change_between_batches():

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from ..engine.config import GenerationConfig, request_settings
 from ..engine.events import Summary, TokenEvent
-from ..engine.policies import POLICY_TABLE
+from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
 
 # A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
@@ -25,7 +25,7 @@ MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
 MAX_STOP = 4  # as OpenAI
 # The project's own settings in the request's `cascade` object: those OpenAI's fields do not carry.
 EXTENSION_SETTINGS = request_settings(api="cascade")
-# Fields a chat app may send that this server accepts and does not use (the README lists them).
+# Fields a chat app may send that this server accepts and does not use (docs/api.md lists them).
 IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
            "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction")
 
@@ -44,7 +44,7 @@ class ApiError(Exception):
 
 def offered_models() -> list[str]:
     """One model id per policy on offer: the page's (the seed's loop is a baseline only)."""
-    return [p.name for p in POLICY_TABLE.values() if p.on_page]
+    return [p.name for p in offered()]
 
 
 @dataclass(frozen=True)

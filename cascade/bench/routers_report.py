@@ -6,9 +6,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from ..ui.style import RULE_COLOURS
 from .routers import AGREEMENTS, RoutersResult
-
-COLOURS = {"perplexity": "#d62728", "entropy": "#1f77b4", "margin": "#2ca02c", "learned": "#9467bd"}
 
 
 def _pct(x: float | None) -> str:
@@ -54,11 +53,11 @@ def figure(result: RoutersResult) -> go.Figure:
     for name, c in result.curves.items():
         fig.add_trace(go.Scatter(x=[100 * s for s in c.shares], y=[100 * a for a in c.agreements], mode="lines",
                                  name=f"{name} (teacher-forced, AUC {c.auc:.3f})",
-                                 line={"color": COLOURS.get(name), "shape": "hv"}))
+                                 line={"color": RULE_COLOURS.get(name), "shape": "hv"}))
     for name, r in result.real.items():
         fig.add_trace(go.Scatter(x=[100 * r.share], y=[100 * r.agreement], mode="markers",
                                  name=f"{name}, real cascade at {r.threshold:.3g}",
-                                 marker={"color": COLOURS.get(name), "size": 11, "symbol": "diamond"}))
+                                 marker={"color": RULE_COLOURS.get(name), "size": 11, "symbol": "diamond"}))
     if result.break_even_share is not None:
         fig.add_vline(x=100 * result.break_even_share, line_dash="dash", line_color="#555",
                       annotation_text="sharing pays left of here on this machine")

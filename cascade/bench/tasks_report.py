@@ -10,8 +10,10 @@ from typing import Any, Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-COLOURS = {"perplexity": "#d62728", "entropy": "#1f77b4", "margin": "#2ca02c", "learned": "#9467bd"}
-POLICY_COLOURS = {"bild": "#ff7f0e", "speculative": "#17becf", "lookup": "#8c564b", "lookup+draft": "#e377c2",
+from ..ui.style import RULE_COLOURS
+
+# The other policies' colours, apart from the rules' (cascade's runs are coloured by their rule).
+POLICY_COLOURS = {"bild": "#d62728", "speculative": "#17becf", "lookup": "#8c564b", "lookup+draft": "#e377c2",
                   "auto": "#7f7f7f", "seed": "#bcbd22"}
 FAILURE_WORDS = {"wrong_answer": "wrong answer", "exception": "exception", "timeout": "timeout",
                  "no_code": "no code"}
@@ -45,7 +47,7 @@ def _series(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str,
 
 def _colour(r: Mapping[str, Any]) -> str | None:
     if r["policy"] in ("cascade",) and r["rule"] is not None:
-        return COLOURS.get(r["rule"])
+        return RULE_COLOURS.get(r["rule"])
     return POLICY_COLOURS.get(r["policy"], "#333")
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 from ..engine.config import ModelConfig
 from ..engine.engine import Engine
 from ..engine.models import load_pair
-from ..engine.policies import POLICY_TABLE
+from ..engine.policies import offered
 from ..routing.router import load_router
 from ..serving.settings import add_model_flags
 
@@ -45,7 +45,7 @@ def add_side_by_side_flags(parser: argparse.ArgumentParser, *, max_tokens: int, 
     """The flags of a bench that runs one request through the engine and through a front end (the page,
     the API), alternating: the models, the policy, the request's length and prompt, rounds, and --json."""
     add_model_flags(parser)
-    parser.add_argument("--policy", choices=[p for p in POLICY_TABLE if POLICY_TABLE[p].on_page], default="cascade",
+    parser.add_argument("--policy", choices=[p.name for p in offered()], default="cascade",
                         help="(default %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=max_tokens, help="(default %(default)s)")
     parser.add_argument("--rounds", type=int, default=rounds, help="requests each way, alternating (default %(default)s)")

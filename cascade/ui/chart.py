@@ -17,7 +17,7 @@ from typing import Any
 from ..engine.analysis import Routing, Slot, as_rule
 from ..routing.rules import Rule
 from . import rulewords
-from .style import BLUE, GREY, PURPLE, RED, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
+from .style import BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
 
@@ -230,7 +230,6 @@ def _default_template() -> dict[str, Any]:
 
 # ---- which rule decides best: the rules' curves after a comparison -----------------------------------
 
-RULE_COLOURS = {"perplexity": THRESHOLD_COLOUR, "entropy": BLUE, "margin": PURPLE, "learned": "#1b7a34"}
 BREAK_EVEN_NAME = "sharing pays left of here on this machine"
 
 

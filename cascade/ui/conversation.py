@@ -44,7 +44,7 @@ class Turn:
 
     question: str
     answer: str
-    run: Any = None  # handlers.Run
+    run: Any = None  # the page's `Run` (`ui/run.py`)
 
     @cached_property
     def answer_html(self) -> str:
@@ -136,7 +136,7 @@ def waiting_html(number: int, question: str) -> str:
 
 
 # The earlier turns' panel's own script (after the hover's, `js_on_load`): "show its chart" by an earlier
-# question sends the panel's `select` event with the turn's number (`handlers.show_turn`).
+# question sends the panel's `select` event with the turn's number (`branches.show_turn`).
 SHOW_TURN_JS = """
 const showTurn = (e) => {
   const button = e.target.closest && e.target.closest(".cascade-show-turn");

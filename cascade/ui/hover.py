@@ -10,7 +10,7 @@ its `title` into the table's head, so the browser's tooltip does not cover it. M
 
 Clicking a token pins its table; choosing one of its tokens there forks the run: the component's
 `select` event (Gradio's own, `trigger("select", ...)`) carries the position and the chosen text to the
-page (`handlers.fork_prefix`), which starts a new branch from there. An earlier answer of a conversation
+page (`branches.fork_prefix`), which starts a new branch from there. An earlier answer of a conversation
 shows its lists but forks only once its own branch is shown (the page's run is the latest answer). A
 saved run (`runfile.py`) runs the same script with no `trigger`: its hover shows both lists, and a click
 does nothing.

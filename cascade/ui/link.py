@@ -11,6 +11,9 @@ conversation is longer than `HISTORY_LINK_LIMIT`, or not readable, is refused by
 `run=1` also starts the generation. Parameters are named after the settings (`GenerationConfig`'s
 fields), so a control added later is linkable under its setting's name. A link can never name a model
 file: only the settings in `GENERATE_INPUTS` are read.
+
+When the page loads, `make_apply_link` sets the controls a link names and says so, and `make_autorun`
+then generates if the link asked for it; "Copy link" writes one in the browser (`copy_link_js`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..engine.config import GenerationConfig
+import gradio as gr
+
+from ..engine.config import GenerationConfig, limits
 from ..routing.rules import RULE_TABLE, RULES
-from .conversation import HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history
-from .handlers import GENERATE_INPUTS, MODES, SETTINGS, request_config
+from . import rulewords
+from .controls import RouterSource, current_router, trained_on
+from .conversation import (HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history,
+                           waiting_html)
+from .generate import GENERATE_INPUTS, MODES, SETTINGS, EngineProvider, make_generate, request_config
+from .run import GENERATE_OUTPUTS, Update
 
 # Query parameters Gradio itself uses, which are no settings of ours.
 _GRADIO_PARAMETERS = ("view", "__theme", "lang")
@@ -129,3 +138,45 @@ def copy_link_js() -> str:
   if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {{}});
   return link;
 }}"""
+
+
+# ---- opening a link ----------------------------------------------------------------------------------
+
+def make_apply_link(router: RouterSource | None = None):
+    """On load: the controls a link's query parameters set, a message about them, and whether to run.
+    The rule's dropdown offers the learned rule only if the page has a router now; a linked rule brings
+    its own threshold slider (range, label and the link's threshold, or the rule's default)."""
+
+    def apply_link(request: gr.Request) -> tuple:
+        loaded = current_router(router)
+        link = read_link(dict(request.query_params) if request is not None else {},
+                         rules=rulewords.offered(loaded is not None))
+        updates = {name: gr.update(value=link.values[name]) if name in link.values else gr.skip()
+                   for name in GENERATE_INPUTS}
+        rule = link.values.get("rule", limits(GenerationConfig, "rule")["default"])
+        updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None),
+                                    info=rulewords.rule_info(rule, trained_on(loaded)),
+                                    **({"value": rule} if "rule" in link.values else {}))
+        if "rule" in link.values:
+            updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": link.values["threshold"]})
+        message = link.message()
+        # A conversation's question waits under its earlier turns (drawn when the history field changes).
+        history = parse_history(link.values.get("history", ""))
+        waiting = waiting_html(len(history) // 2 + 1, link.values.get("prompt", "")) if history else gr.skip()
+        return tuple(updates[name] for name in GENERATE_INPUTS) + (gr.skip() if message is None else message,
+                                                                     link.run, waiting)
+
+    return apply_link
+
+
+def make_autorun(engine_provider: EngineProvider):
+    """The generation a link with `run=1` starts when the page loads; nothing otherwise."""
+    generate = make_generate(engine_provider)
+
+    def autorun(asked: Any, *values: Any):
+        if asked is True:  # (loading messages are not shown on this path: Gradio passes no progress)
+            yield from generate(*values)
+        else:
+            yield Update().values(GENERATE_OUTPUTS)  # leave the page as the link made it
+
+    return autorun

@@ -10,6 +10,9 @@ GREY = "#8a8a8a"
 GREEN = "#1b7a34"  # text only in the big model's version, in a comparison
 PURPLE = "#7b3fa0"  # tokens copied from earlier in the text (prompt lookup), in the text and on the chart
 THRESHOLD_COLOUR = "#e07b00"
+# Each deferral rule's colour, wherever rules are drawn side by side: the page's curves after a
+# comparison, and the bench's reports (`bench/routers_report.py`, `bench/tasks_report.py`).
+RULE_COLOURS = {"perplexity": THRESHOLD_COLOUR, "entropy": BLUE, "margin": PURPLE, "learned": GREEN}
 
 SMALL, BIG = "the small model (draft)", "the big model (target)"
 LOOKUP = "copied from earlier in the text (prompt lookup), checked by the big model"

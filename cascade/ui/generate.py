@@ -1,0 +1,260 @@
+"""What Generate, Compare and Stop do: run the engine for a visitor's request, and stop it.
+
+The handlers are generators that yield the next state of the page (gpt-fast's "small named verbs",
+Gradio's streaming demos): they run the engine in its own thread (`serving.pump.EventPump`, read by
+`pumped`, the one loop both share), keep its events in a `Run`, and leave every picture to `run`.
+
+The generate endpoint receives its inputs unprocessed (as a script could send them), and
+`GenerationConfig.parse` is the one judge of every setting: its ValueError becomes a message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
+from typing import Any, Callable, Generator, Iterator
+
+import gradio as gr
+
+from ..engine.config import GenerationConfig, request_settings
+from ..engine.engine import Engine
+from ..engine.events import Summary, TokenEvent, complete_events
+from ..engine.models import ModelError
+from ..engine.policies import POLICY_TABLE, offered as offered_policies
+from ..engine.prompt import PromptError
+from ..routing.curves import rule_curves
+from ..serving.messages import SERVER_TROUBLE, public_message
+from ..serving.pump import EventPump
+from . import chart, conversation, sentences, tokens
+from .run import (COMPARE_OUTPUTS, GENERATE_OUTPUTS, KEEP, STOP_OUTPUTS, UPDATE_EVERY_S, Pacer, Run, Update,
+                  message_update, run_update, summary_markdown)
+
+log = logging.getLogger(__name__)
+
+# Given a progress callback, the engine to use, or a context manager that lends one for the request
+# (a pool: `EngineService.lease`); see `lent_engine`.
+EngineProvider = Callable[[Callable[[str], None]], Any]
+
+# The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
+SETTINGS = request_settings(page=True)
+GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
+MODES = ("chat", "raw")
+
+NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page; choose another way for the small "
+             "model to judge its token")
+
+
+def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
+    """The request the controls describe. ValueError names a bad setting; an empty seed field is the
+    default seed."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    policy = settings.get("policy")
+    offered = [p.name for p in offered_policies()]
+    if policy not in offered:
+        known = isinstance(policy, str) and policy in POLICY_TABLE
+        what = f"the policy {policy!r} is not offered on this page" if known else f"unknown policy {policy!r}"
+        raise ValueError(f"{what}; choose one of {', '.join(offered)}")
+    # An empty seed field is the default seed; an empty (null) text field is no text.
+    values = {name: value for name, value in settings.items()
+              if not (value is None and name in ("seed", "system", "answer_prefix", "history"))}
+    if "history" in values:  # the hidden field's JSON text (`conversation.parse_history`)
+        values["history"] = conversation.parse_history(values["history"])
+        if values["history"] and mode != "chat":
+            raise ValueError("a follow-up question needs chat mode (the chat template places the earlier turns); "
+                             "start a new conversation to continue a text in raw mode")
+    return GenerationConfig.parse({**values, "chat": mode == "chat"})
+
+
+class EngineUnavailable(Exception):
+    """The models could not be loaded; the message is what a visitor is told."""
+
+
+@contextmanager
+def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Iterator[Engine]:
+    """The engine for one request: what the provider returns, or lends for the request when it returns
+    a context manager (a pool of engines, `EngineService.lease`). EngineUnavailable if it cannot load."""
+    def report(message: str) -> None:  # shown over the text box while the models load (first run only)
+        progress(0.0, desc=f"First run: {message}…")
+
+    with ExitStack() as stack:
+        try:
+            answer = engine_provider(report)
+            engine = stack.enter_context(answer) if hasattr(answer, "__enter__") else answer
+        except ModelError as e:
+            log.error("model loading failed: %s", e)
+            raise EngineUnavailable(public_message(e)) from e
+        yield engine
+
+
+Written = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
+
+
+def pumped(generation: Iterator[Any], every: float | Callable[[], float],
+           picture: Callable[[tuple[TokenEvent, ...]], Update]) -> Generator[Update, None, Written]:
+    """The engine writing one request in its own thread, so it never waits on the page: yields
+    `picture(the events so far)` at most once per interval (`every`), and returns every event and the
+    Summary. Closed early (Stop), it stops the engine's thread before the engine is let go."""
+    events: list[TokenEvent] = []
+    with EventPump(generation) as pump:
+        for batch in pump.batches(every):
+            events.extend(e for e in batch if not isinstance(e, Summary))
+            if isinstance(batch[-1], Summary):
+                return events, batch[-1]
+            yield picture(tuple(events))
+    raise RuntimeError("the engine's run ended without a summary")
+
+
+# ---- generate --------------------------------------------------------------------------------------
+
+# The generate handler's parameters: GENERATE_INPUTS by name (the /generate endpoint's parameters are
+# named after them), the run shown, then Gradio's progress (found by its default).
+GENERATE_SIGNATURE = inspect.Signature(
+    [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in GENERATE_INPUTS]
+    + [inspect.Parameter("shown", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+       inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress(track_tqdm=True))])
+
+
+def make_generate(engine_provider: EngineProvider):
+    """The generate handler over `engine_provider`: its inputs by GENERATE_SIGNATURE, its outputs
+    GENERATE_OUTPUTS. (The handler itself has no docstring: Gradio would show it as the endpoint's.)"""
+    def generate(*args: Any, **kwargs: Any) -> Iterator[tuple]:
+        request = GENERATE_SIGNATURE.bind(*args, **kwargs)
+        request.apply_defaults()
+        values = request.arguments
+        settings = {name: values[name] for name in SETTINGS}
+        for update in generate_updates(engine_provider, values["prompt"], values["mode"], settings,
+                                       values["progress"], values["shown"]):
+            yield update.values(GENERATE_OUTPUTS)
+
+    generate.__signature__ = GENERATE_SIGNATURE  # type: ignore[attr-defined]
+    return generate
+
+
+def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
+                     progress: gr.Progress, shown: Run | None = None) -> Iterator[Update]:
+    """The updates of one generation. `shown`: the run the page shows, whose turns (and itself) keep
+    their colours when the request's earlier turns are theirs (a follow-up, or asking one again)."""
+    prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
+    try:
+        config = request_config(mode, settings)
+    except ValueError as e:
+        yield message_update(f"Please check the settings: {e}.")
+        return
+    earlier = conversation.turns_of(config.history, shown if isinstance(shown, Run) else None)
+    try:
+        with lent_engine(engine_provider, progress) as engine:
+            if config.needs_router and getattr(engine, "router", None) is None:
+                yield message_update(f"Please check the settings: {NO_ROUTER}.")
+                return
+            run = Run(prompt, config, models=engine.pair.config, earlier=earlier)
+            pacer = Pacer()
+            events, summary = yield from pumped(engine.generate(prompt, config), pacer.interval,
+                                                lambda events: pacer.draw(replace(run, events=events)))
+            # The big model's alternatives where it first read the text after the run.
+            run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False)
+    except EngineUnavailable as e:
+        yield message_update(str(e))
+        return
+    except PromptError as e:
+        yield message_update(str(e).capitalize())
+        return
+    except Exception:  # the visitor gets a sentence; the operator gets the traceback
+        log.exception("generation failed")
+        yield message_update(SERVER_TROUBLE)
+        return
+    yield run_update(run)
+
+
+# ---- compare -----------------------------------------------------------------------------------------
+
+def make_compare(engine_provider: EngineProvider):
+    """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS."""
+    def compare(run: Run | None, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
+        for update in compare_updates(engine_provider, run, progress):
+            yield update.values(COMPARE_OUTPUTS)
+
+    return compare
+
+
+def alone_writing(events: tuple[TokenEvent, ...]) -> Update:
+    """The comparison's place while the big model alone writes: how far it has come."""
+    n = sum(e.accepted for e in events)
+    return Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} tokens so far.", "info"))
+
+
+def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
+    """The big model alone on the run's request, then, with the same engine, each rule's curve drawn from
+    the big model's text (`rules_update`)."""
+    if run is None or run.running or run.summary is None:
+        yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
+                                                       "with the big model alone.", "info"), numbers=None)
+        return
+    try:
+        with lent_engine(engine_provider, progress) as engine:
+            # To its end (the pump's thread is joined when `pumped` returns): the stream lets go of the
+            # models after its Summary, before the rules read them. Its speed is the comparison's
+            # yardstick, so it too never waits on the page.
+            events, alone = yield from pumped(engine.generate(run.prompt, run.config.replace(policy="target")),
+                                              UPDATE_EVERY_S, alone_writing)
+            numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
+            compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
+            html = sentences.compare_html(run.summary, alone)
+            yield Update(compare_html=html, numbers=numbers, run=compared,
+                         rules_box=gr.update(visible=True, open=True), rules_chart=None,
+                         rules_text="*Reading the big model's text with the small model, to draw each rule's curve…*")
+            rules = rules_update(engine, compared)
+            # The last update carries everything again: an API client reads only the last one.
+            extra = {} if rules.numbers is KEEP else rules.numbers
+            yield replace(rules, compare_html=html, numbers={**numbers, **extra})
+    except EngineUnavailable as e:
+        yield Update(compare_html=tokens.message_panel(str(e), "error"), numbers=None)
+    except Exception:
+        log.exception("comparison failed")
+        yield Update(compare_html=tokens.message_panel(SERVER_TROUBLE, "error"), numbers=None)
+
+
+RULES_AGREEMENT = 0.95  # the agreement the sentence under the rules' curves asks each rule for
+
+
+def rules_update(engine: Engine, run: Run) -> Update:
+    """Which rule decides best, for a compared run: the small model reads the big model's text once
+    (`Engine.teacher_force`), each rule's curve is swept from those readings (`curves.rule_curves`), and
+    the engine's measured costs give the machine's break-even share. The caller holds the engine."""
+    try:
+        positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens, run.config.system,
+                                         run.config.answer_prefix, history=run.config.history)
+        curves = rule_curves(positions)
+        break_even = engine.break_even_share(max(1, run.summary.n_tokens))
+    except Exception:
+        log.exception("the rules' curves failed")
+        return Update(rules_text=f"The rules' curves could not be drawn. {SERVER_TROUBLE}", rules_chart=None,
+                      summary=summary_markdown(run), run=run)
+    run = replace(run, break_even=break_even)
+    summary = run.summary
+    point = ((summary.target_share, summary.target_agreement)
+             if summary.target_agreement is not None and summary.n_tokens else None)
+    text = f"**{sentences.rules_sentence(curves, break_even, RULES_AGREEMENT)}**  \n{sentences.RULES_HOW}"
+    return Update(rules_text=text, rules_chart=chart.rules_figure(curves, point, break_even, run_name(run.config)),
+                  summary=summary_markdown(run), run=run,
+                  numbers={"rules": {name: c.to_dict() for name, c in curves.items()}, "break_even_share": break_even})
+
+
+def run_name(config: GenerationConfig) -> str:
+    """This run in a legend: "this run (cascade, entropy 1.5)"."""
+    policy = POLICY_TABLE.get(config.policy)
+    if policy is not None and policy.uses_rule:
+        return f"this run ({config.policy}, {config.rule} {config.threshold:g})"
+    return f"this run ({config.policy})"
+
+
+# ---- stop --------------------------------------------------------------------------------------------
+
+def stop(run: Run | None) -> tuple:
+    """Stop pressed: the generation is cancelled; what was streamed so far stays as a finished run."""
+    if run is None or not run.running:
+        return Update().values(STOP_OUTPUTS)
+    run = replace(run, running=False)
+    return Update(run=run, summary=summary_markdown(run)).values(STOP_OUTPUTS)

@@ -1,0 +1,57 @@
+"""What-if: a finished run re-coloured for another threshold or another rule, without running the models.
+
+Moving the threshold slider, or choosing another rule in its dropdown, redraws the recorded run as if
+that rule, at that threshold, had decided where the big model steps in (`run.pictures`). Choosing a
+rule also gives the slider that rule's range, step and default (`rulewords.slider_props`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from ..routing.rules import RULE_TABLE
+from . import rulewords
+from .controls import RouterSource, current_router, trained_on
+from .run import WHATIF_OUTPUTS, Run, Update, pictures
+
+
+def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
+    """The recorded run re-coloured for another threshold, or another rule (None: the run's) at that
+    threshold; during a run, or for a value no rule reads, the page is left alone."""
+    if run is None or run.running or not run.events:
+        return Update()
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        return Update()
+    return pictures(run, threshold, rule if rule in RULE_TABLE else run.config.rule)
+
+
+def whatif(threshold: Any, run: Run | None, rule: Any = None) -> tuple:
+    """Re-colour the recorded run for another threshold (and rule); during a run, leave the page alone."""
+    return whatif_update(threshold, run, rule).values(WHATIF_OUTPUTS)
+
+
+def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None) -> tuple:
+    """The visitor chose another rule: the threshold slider takes that rule's range, step, label and
+    default (the run's own threshold when it is the run's own rule, so the page shows the run again),
+    the line under the dropdown says what the rule reads, and a finished run is re-coloured by the rule
+    at that threshold (a what-if)."""
+    if rule not in RULE_TABLE:
+        return (gr.skip(), gr.skip()) + Update().values(WHATIF_OUTPUTS)
+    props = rulewords.slider_props(rule)
+    if run is not None and not run.running and run.config.rule == rule:
+        props["value"] = run.config.threshold
+    slider = gr.update(**props)
+    info = gr.update(info=rulewords.rule_info(rule, trained_on))
+    return (info, slider) + whatif_update(props["value"], run, rule).values(WHATIF_OUTPUTS)
+
+
+def make_rule_changed(router: RouterSource | None = None):
+    """`rule_changed`, its help naming the pair the page's router (if any) was trained on now."""
+    def changed(rule: Any, run: Any) -> tuple:
+        return rule_changed(rule, run, trained_on(current_router(router)))
+
+    return changed
