@@ -1,5 +1,13 @@
 """Measurement: every policy side by side on the same models, llama.cpp as a peer, per-call costs and
-the bounds they imply, and the seed's own loop as the baseline (`python -m cascade bench`)."""
+the bounds they imply, and the seed's own loop as the baseline (`python -m cascade bench`).
+
+The rooms: `run.py` (the side-by-side bench), `costs.py`, `peer.py` and `report.py` beside it;
+`routers.py` and `routers_report.py` (training the router, every rule's curve); the coding tasks in
+`tasks.py` (tasks, prompt styles, checking), `sandbox.py`, `tasks_configs.py`, `tasks_cache.py`,
+`tasks_results.py`, `tasks_shares.py`, `tasks_run.py` and `tasks_report.py`; what the API, the page and
+several workers cost (`api_speed.py`, `page_speed.py`, `workers.py`); and what they share:
+`summaries.py` (a run's Summary, and several weighed together) and `local.py` (a port, a cache folder).
+"""
 
 from .costs import Bounds, Costs, measure_costs
 from .run import BenchResult, Case, Row, default_cases, run_bench

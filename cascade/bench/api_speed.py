@@ -10,13 +10,13 @@ field of its answer reports it).
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import TokenEvent
+from .local import serve_in_thread
 
 
 @dataclass(frozen=True)
@@ -90,18 +90,9 @@ def api_timing(client: Any, model: str, messages: list[dict], max_tokens: int, e
     return Timing(first or 0.0, last or 0.0, n)
 
 
-def free_local_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure_api(models: ModelConfig, prompt: str, policy: str = "cascade", max_tokens: int = 128, rounds: int = 3,
                 log: Callable[[str], None] = lambda _m: None) -> ApiSpeed:
     import openai
-    import uvicorn
 
     from ..api import protocol
     from ..api.server import ApiSettings, create_api
@@ -111,12 +102,7 @@ def measure_api(models: ModelConfig, prompt: str, policy: str = "cascade", max_t
     tune_interpreter()  # as `serve` and the page do
     service = EngineService(models)
     service.engines(progress=lambda m: log(f"[{m}]"))
-    port = free_local_port()
-    server = uvicorn.Server(uvicorn.Config(create_api(service, ApiSettings()), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
+    server, port = serve_in_thread(create_api(service, ApiSettings()))
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
     messages = [{"role": "user", "content": prompt}]
     request = protocol.chat_request({"model": policy, "messages": messages, "max_tokens": max_tokens})

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from .local import free_local_port
 
 # A visitor's browser, in a process of its own (a client in the page's process would share its
 # interpreter, and its work would be weighed as the page's): for each line read, one request to
@@ -107,24 +108,18 @@ class PageSpeed:
                 "page_cpu_share": self.page_cpu_share, "rounds": [asdict(r) for r in self.rounds]}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def measure_page(engine: Any, prompt: str, *, mode: str = "chat", policy: str = "cascade", max_tokens: int = 64,
                  rounds: int = 4, log: Callable[[str], None] = lambda msg: None) -> PageSpeed:
     """Page against engine for one request, `rounds` times in alternating order, after a warm-up of each.
     (The page records both models' alternatives, `GenerationConfig.alternatives` at its default.)"""
-    from ..ui.handlers import GENERATE_INPUTS, SETTINGS, request_config
+    from ..ui.generate import GENERATE_INPUTS, SETTINGS, request_config
     from ..ui.layout import build_demo, queued
     from ..ui.link import page_defaults
 
     values = {**page_defaults(), "prompt": prompt, "mode": mode, "policy": policy, "max_tokens": max_tokens}
     config = request_config(mode, {name: values[name] for name in SETTINGS})
     demo = build_demo(lambda progress: engine, describe_models=None)
-    _, url, _ = queued(demo).launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True,
+    _, url, _ = queued(demo).launch(server_name="127.0.0.1", server_port=free_local_port(), prevent_thread_lock=True,
                                     quiet=True)
     client = PageClient(url, tuple(values[name] for name in GENERATE_INPUTS))
     result = PageSpeed(policy, max_tokens, config.alternatives, engine.pair.config.n_threads)

@@ -1,15 +1,14 @@
 """Training the learned router, and measuring every rule's quality/cost picture on a prompt set.
 
-Both start from the same data (`teacher.py`): the target's own greedy text for each prompt, and one
-batched draft pass over it. The target's texts are kept in a cache folder (keyed by the target file, the
-prompt and the length), so training and evaluating again does not run the target again.
+Both start from the same data (teacher forcing, `engine/forcing.py`): the target's own greedy text for
+each prompt, and one batched draft pass over it. The target's texts are kept in a cache folder (keyed by
+the target file, the prompt and the length), so training and evaluating again does not run the target again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,19 +17,20 @@ import numpy as np
 
 from ..engine.config import GenerationConfig
 from ..engine.engine import Engine
-from ..engine.events import Summary, TokenEvent
-from ..serving.examples import PromptItem
+from ..engine.events import Summary
+from ..routing.curves import Curve, Position, roc_auc, rule_curves
 from ..routing.router import FEATURES, Router, fit
 from ..routing.rules import RULE_TABLE
-from .run import target_agreement, text_ppl
-from ..routing.curves import Curve, Position, roc_auc, rule_curves
+from ..serving.examples import PromptItem
+from .local import cache_folder
+from .summaries import summary_of, target_agreement, text_ppl, written
 
 Log = Callable[[str], None]
 AGREEMENTS = (0.9, 0.95, 0.99)
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("CASCADE_CACHE", Path.home() / ".cache" / "cascade")) / "target-texts"
+    return cache_folder("target-texts")
 
 
 @dataclass
@@ -56,14 +56,8 @@ def target_text(engine: Engine, item: PromptItem, max_tokens: int, cache: Path |
     path = cache / f"{_key(engine, item, max_tokens)}.json" if cache is not None else None
     if path is not None and path.is_file():
         return json.loads(path.read_text())["tokens"], None
-    tokens: list[int] = []
-    summary = None
-    for event in engine.generate(item.prompt, GenerationConfig(policy="target", max_tokens=max_tokens, chat=item.chat)):
-        if isinstance(event, TokenEvent):
-            if event.accepted:
-                tokens.append(event.token_id)
-        else:
-            summary = event
+    tokens, summary = written(engine, item.prompt, GenerationConfig(policy="target", max_tokens=max_tokens,
+                                                                    chat=item.chat))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"prompt": item.prompt, "chat": item.chat, "max_tokens": max_tokens,
@@ -178,6 +172,12 @@ class Baseline:
     def tokens_per_s(self) -> float:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
+    @classmethod
+    def of(cls, policy: str, runs: Sequence[Summary]) -> "Baseline":
+        """A policy alone over every prompt: its runs' tokens and time summed, their texts weighed together."""
+        return cls(policy, sum(s.n_tokens for s in runs), sum(s.wall_s for s in runs), text_ppl(runs),
+                   target_agreement(runs))
+
     def to_dict(self) -> dict:
         return {"policy": self.policy, "tokens": self.tokens, "wall_s": self.wall_s,
                 "tokens_per_s": self.tokens_per_s, "text_ppl_by_target": self.text_ppl_by_target,
@@ -213,12 +213,7 @@ class RoutersResult:
 
 
 def run_policy(engine: Engine, items: Sequence[PromptItem], config: GenerationConfig) -> list[Summary]:
-    out = []
-    for item in items:
-        for event in engine.generate(item.prompt, config.replace(chat=item.chat)):
-            if isinstance(event, Summary):
-                out.append(event)
-    return out
+    return [summary_of(engine, item.prompt, config.replace(chat=item.chat)) for item in items]
 
 
 def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share: float = 0.10,
@@ -241,17 +236,13 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
            for name in curves}
     result = RoutersResult(prompts=len(items), positions=len(positions), max_tokens=max_tokens, curves=curves,
                            roc=roc)
-    result.baselines["target"] = Baseline("target", sum(s.n_tokens for s in target_runs),
-                                          sum(s.wall_s for s in target_runs), text_ppl(target_runs),
-                                          target_agreement(target_runs))
+    result.baselines["target"] = Baseline.of("target", target_runs)
     if engine.router is not None:
         result.router = {"trained_on": engine.router.trained_on, "data": engine.router.data}
     if not real:
         return result
     draft_runs = run_policy(engine, items, GenerationConfig(policy="draft", max_tokens=max_tokens))
-    result.baselines["draft"] = Baseline("draft", sum(s.n_tokens for s in draft_runs),
-                                         sum(s.wall_s for s in draft_runs), text_ppl(draft_runs),
-                                         target_agreement(draft_runs))
+    result.baselines["draft"] = Baseline.of("draft", draft_runs)
     log(f"[draft alone] {result.baselines['draft'].tokens_per_s:.1f} tokens/s")
     target_speed = result.baselines["target"].tokens_per_s
     for name, c in curves.items():

@@ -9,18 +9,18 @@ own definitions, applied to the totals.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..engine.config import GenerationConfig
 from ..engine.engine import Engine
-from ..engine.events import ModelStats, Summary, TokenEvent
-from ..serving.examples import Example
-from .costs import Bounds, Costs, bounds, measure_costs
-from ..serving.machine import Machine, describe_machine, rss_mb
-from .peer import PeerResult
+from ..engine.events import ModelStats, Summary
 from ..engine.seed import release_seed_models
+from ..serving.examples import Example
+from ..serving.machine import Machine, describe_machine, rss_mb
+from .costs import Bounds, Costs, bounds, measure_costs
+from .peer import PeerResult
+from .summaries import target_agreement, text_ppl, written
 
 Log = Callable[[str], None]
 
@@ -104,25 +104,8 @@ class Row:
                 "acceptance": t.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
                 "overhead": t.overhead_s / t.wall_s if t.wall_s else 0.0, "rss_mb": self.rss_mb,
                 "decode_tok_s": self.writing_tokens_per_s, "rule": self.config.rule,
-                "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement, "bound_s": self.bound_s, "efficiency": self.efficiency,
-                "modes": _modes(self.runs)}
-
-
-def text_ppl(summaries: Sequence[Summary]) -> float | None:
-    """The target's perplexity of several texts together: exp of the mean negative log-likelihood over
-    all their tokens (each Summary's `text_ppl_by_target` weighted by its tokens). None if none has one."""
-    scored = [(s.text_ppl_by_target, s.n_tokens) for s in summaries if s.text_ppl_by_target and s.n_tokens]
-    n = sum(k for _, k in scored)
-    if not n:
-        return None
-    return math.exp(sum(math.log(p) * k for p, k in scored) / n)
-
-
-def target_agreement(summaries: Sequence[Summary]) -> float | None:
-    """The tokens-weighted mean of the runs' `target_agreement`."""
-    scored = [(s.target_agreement, s.n_tokens) for s in summaries if s.target_agreement is not None]
-    n = sum(k for _, k in scored)
-    return sum(a * k for a, k in scored) / n if n else None
+                "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
+                "bound_s": self.bound_s, "efficiency": self.efficiency, "modes": _modes(self.runs)}
 
 
 def _modes(runs: Sequence[Summary]) -> dict[str, int]:
@@ -182,14 +165,8 @@ def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 2
 
 
 def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tuple[Summary, list[int]]:
-    """One generation: its Summary and the tokens it wrote."""
-    tokens, summary = [], None
-    for event in engine.generate(example.prompt, config.replace(chat=example.chat)):
-        if isinstance(event, TokenEvent):
-            if event.accepted:
-                tokens.append(event.token_id)
-        else:
-            summary = event
+    """One generation on an example: its Summary and the tokens it wrote."""
+    tokens, summary = written(engine, example.prompt, config.replace(chat=example.chat))
     return summary, tokens
 
 

@@ -63,7 +63,8 @@ def add_arguments(tasks: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..bench import tasks as T
-    from ..bench.tasks_run import configurations, run_and_report
+    from ..bench.tasks_configs import configurations
+    from ..bench.tasks_run import run_and_report
 
     if args.timeout <= 0 or args.memory_mb < 64:
         raise ValueError("--timeout must be above 0 and --memory-mb at least 64")

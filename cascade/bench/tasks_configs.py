@@ -1,0 +1,122 @@
+"""What the tasks are run with: each configuration (a policy, with the rule, threshold or k it reads), as
+`python -m cascade tasks` builds them from --policies, --rules, --thresholds and --k.
+
+A configuration is known by the settings that decide its answers, and only those: the target alone is one
+configuration whatever threshold was asked, so its answers are written (and cached) once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from ..engine.config import GenerationConfig
+from ..engine.policies import POLICY_TABLE
+from ..routing.rules import RULE_TABLE
+from .tasks import TasksError
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One way of writing the answers: a policy with the settings it reads (its rule, threshold, k)."""
+
+    config: GenerationConfig
+
+    @property
+    def policy(self) -> str:
+        return self.config.policy
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return POLICY_TABLE[self.config.policy].settings
+
+    @property
+    def rule(self) -> str | None:
+        return self.config.rule if "threshold" in self.reads else None
+
+    @property
+    def threshold(self) -> float | None:
+        return self.config.threshold if "threshold" in self.reads else None
+
+    @property
+    def k(self) -> int | None:
+        return self.config.k if "k" in self.reads else None
+
+    @property
+    def label(self) -> str:
+        parts = [self.policy]
+        if self.rule is not None:
+            parts.append(f"{self.rule} {self.threshold:g}")
+        if self.k is not None:
+            parts.append(f"k={self.k}")
+        return " ".join(parts)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings that decide this configuration's answers (the others are left out, so that, say,
+        the target alone is one configuration whatever threshold was asked)."""
+        names = ["policy", "max_tokens", "temperature", "top_p", "top_k", "seed", *self.reads]
+        if "threshold" in self.reads:
+            names.append("rule")
+        return {name: getattr(self.config, name) for name in sorted(set(names))}
+
+
+def distinct(configs: Iterable[Configuration]) -> list[Configuration]:
+    """Each configuration once, in order: two with the same settings write the same answers."""
+    out: list[Configuration] = []
+    for configuration in configs:
+        if all(c.settings() != configuration.settings() for c in out):
+            out.append(configuration)
+    return out
+
+
+def parse_thresholds(items: Sequence[str], rules: Sequence[str]) -> dict[str, list[float]]:
+    """--thresholds: "1.5" for every rule given, or "margin:0.04,0.1" for one; each checked in its rule's range."""
+    by_rule: dict[str, list[float]] = {rule: [] for rule in rules}
+    for item in items:
+        rule, sep, values = item.partition(":")
+        targets = [rule] if sep else list(rules)
+        if sep and rule not in RULE_TABLE:
+            raise TasksError(f"--thresholds {item!r}: unknown rule {rule!r}; choose one of {', '.join(RULE_TABLE)}")
+        if sep and rule not in by_rule:
+            raise TasksError(f"--thresholds {item!r}: the rule {rule!r} is not among --rules")
+        for text in (values if sep else item).split(","):
+            try:
+                value = float(text)
+            except ValueError:
+                raise TasksError(f"--thresholds {item!r}: {text!r} is not a number") from None
+            for target in targets:
+                try:
+                    RULE_TABLE[target].check(value)
+                except ValueError as e:
+                    raise TasksError(f"--thresholds {item!r}: {e}") from None
+                by_rule[target].append(value)
+    return by_rule
+
+
+def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
+                   ks: Sequence[int] = (), max_tokens: int = 512) -> list[Configuration]:
+    """Every configuration asked for: each policy with each rule and threshold it reads, or each k; a
+    policy given none runs at its defaults. The target alone comes first (every speed is divided by its)."""
+    for policy in policies:
+        if policy not in POLICY_TABLE:
+            raise TasksError(f"unknown policy {policy!r}; choose among {', '.join(POLICY_TABLE)}")
+    for rule in rules:
+        if rule not in RULE_TABLE:
+            raise TasksError(f"unknown rule {rule!r}; choose among {', '.join(RULE_TABLE)}")
+    by_rule = parse_thresholds(thresholds, rules)
+    out: list[Configuration] = []
+    base = GenerationConfig(max_tokens=max_tokens)
+    for policy in ["target"] + [p for p in policies if p != "target"]:
+        reads = POLICY_TABLE[policy].settings
+        variants: list[dict[str, Any]] = [{}]
+        if "threshold" in reads:
+            variants = [{"rule": r, "threshold": t} for r in rules for t in (by_rule[r] or [None])]
+        if "k" in reads and ks:
+            variants = [{**v, "k": k} for v in variants for k in ks]
+        for v in variants:
+            try:
+                config = base.replace(policy=policy, **v).validate()  # threshold None: the rule's default
+            except ValueError as e:
+                raise TasksError(f"{policy}: {e}") from None
+            out.append(Configuration(config))
+    return distinct(out)
