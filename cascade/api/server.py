@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 from fastapi import FastAPI, Request as HttpRequest
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -215,19 +215,20 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
         config = service.config
         return JSONResponse(protocol.models_list(model_name(config.draft), model_name(config.target)))
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(http: HttpRequest) -> Any:
+    async def complete(http: HttpRequest, read: Callable[[Any], Request]) -> Any:
+        """A completion request of either kind: the key, the body read by `read`, the models ready, the answer."""
         check_key(http)
-        request = protocol.chat_request(await body_of(http))
+        request = read(await body_of(http))
         check_ready()
         return await answer(request)
 
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http: HttpRequest) -> Any:
+        return await complete(http, protocol.chat_request)
+
     @app.post("/v1/completions")
     async def completions(http: HttpRequest) -> Any:
-        check_key(http)
-        request = protocol.completion_request(await body_of(http))
-        check_ready()
-        return await answer(request)
+        return await complete(http, protocol.completion_request)
 
     if settings.cors:
         from fastapi.middleware.cors import CORSMiddleware

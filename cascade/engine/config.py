@@ -23,7 +23,7 @@ from .policies import POLICIES, POLICY_TABLE
 # instead of 1.16x.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
-# The seed's own draft is one setting away: CASCADE_DRAFT=.../qwen2.5-0.5b-instruct-q4_k_m.gguf (README).
+# The seed's own draft is one setting away: CASCADE_DRAFT=.../qwen2.5-0.5b-instruct-q4_k_m.gguf (docs/hosting.md).
 
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:
@@ -56,7 +56,7 @@ class ModelConfig:
     n_gpu_layers: int = _opt(0, "layers of each model to offload to a GPU (-1: all)", min=-1, max=10000,
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
     # The page only: engines loaded over the same memory-mapped files, one per running request. On a
-    # 2-core machine one is best (see README); more cores or a GPU can serve several visitors at once.
+    # 2-core machine one is best (docs/hosting.md); more cores or a GPU can serve several visitors at once.
     # The learned rule's router (`routing/router.py`): a JSON file; "none" for no router. Unset, the shipped one,
     # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",

@@ -61,7 +61,7 @@ class Policy:
                  on_page: bool = True) -> None:
         self.name = name
         self.label = label  # what the page's dropdown says
-        self.description = description  # one sentence for the README and the command line's help
+        self.description = description  # one sentence for the docs and the command line's help
         self.settings = tuple(settings)  # the GenerationConfig fields it reads besides sampling and length
         self.on_page = on_page  # offered on the page and as the API's models
 
@@ -203,7 +203,7 @@ def offered() -> list[Policy]:
 
 
 def policy_list_markdown() -> str:
-    """The README's list of policies, one line each."""
+    """The list of policies in docs/how-it-works.md, one line each."""
     return "\n".join(f"- `{p.name}`: {p.description}." for p in POLICY_TABLE.values())
 
 

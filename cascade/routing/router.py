@@ -209,7 +209,7 @@ class RouterMissing(ValueError):
                          "`python -m cascade router train` and name it with --router or CASCADE_ROUTER")
 
 
-# Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); the README says so.
+# Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); docs/how-it-works.md says so.
 SHIPPED_ROUTER = Path(__file__).resolve().parent / "routers" / "qwen2.5-coder-0.5b-to-1.5b.json"
 
 

@@ -24,7 +24,7 @@ from .reading import Reading
 class Rule:
     name: str
     label: str  # the page's dropdown
-    description: str  # one sentence for the README and the command line's help
+    description: str  # one sentence for the docs and the command line's help
     unit: str  # what the threshold is measured in, in words
     default: float  # the default threshold, chosen from measurements (BENCHMARKS.md)
     low: float
@@ -71,7 +71,7 @@ def _number(x: float) -> str:
 
 # Defaults: the seed's 5 for perplexity; for the others, the threshold at which each sends as many tokens
 # to the target as perplexity 5 does (9.1%) on the shipped train prompts, teacher-forced on the real pair
-# (10,352 positions): entropy 3.85 nats, margin 0.043, learned 0.70, rounded (BENCHMARKS.md, "Rules").
+# (10,352 positions): entropy 3.85 nats, margin 0.043, learned 0.70, rounded (BENCHMARKS.md, "Which rule?").
 RULE_TABLE: dict[str, Rule] = {
     r.name: r
     for r in (
@@ -94,6 +94,6 @@ RULES: tuple[str, ...] = tuple(RULE_TABLE)
 
 
 def rule_list_markdown() -> str:
-    """The README's list of rules, one line each."""
+    """The list of rules in docs/how-it-works.md, one line each."""
     return "\n".join(f"- `{r.name}`: {r.description} (range {r.low:g} to {r.high:g}, default {r.default:g})."
                      for r in RULE_TABLE.values())
