@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,10 +17,15 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
+from cascade.engine.policies import POLICY_TABLE  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
-from cascade.ui.handlers import GENERATE_INPUTS, request_config  # noqa: E402
+from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The policies the engine's own loop writes (every one but those with a loop of their own, the seed's):
+# a test of the loop's invariants iterates over these, so a new policy cannot escape it.
+ENGINE_LOOP_POLICIES = tuple(p.name for p in POLICY_TABLE.values() if p.loop is None)
 
 # ---- engines and requests -------------------------------------------------------------------------
 
@@ -115,10 +119,30 @@ class SlowEngine(WrappedEngine):
             time.sleep(self.pause_s)
 
 
+# ---- the Hub ---------------------------------------------------------------------------------------
+
+def hub_at(monkeypatch, endpoint: str, cache) -> None:
+    """huggingface_hub, in this process, pointed at `endpoint` (a server of this machine) with the cache
+    `cache`: what HF_ENDPOINT and HF_HUB_CACHE do for a process that starts with them set."""
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    try:  # huggingface_hub >= 2.4 fetches a registry from the endpoint once per process, with its own 3 s
+        # timeout, at its first request: against a Hub that never answers, that would add 3 s to whichever
+        # test asks first (the tests time our timeout, not this one-time look-up).
+        from huggingface_hub.utils import _detect_agent
+    except ImportError:
+        return
+    monkeypatch.setattr(_detect_agent, "_registry", {"standardEnvVars": [], "harnesses": {}}, raising=False)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from cascade.bench.local import free_local_port
+
+    return free_local_port()
 
 
 def serve(provider, describe=lambda: "toy models", concurrency: int = 1, router=None):

@@ -37,7 +37,10 @@ class Server:
 
     def __init__(self, app) -> None:
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        # A page visitor's gradio_client keeps a heartbeat stream open that ends only with its next beat
+        # (every 15 s): shutting down, the server waits a second for it, then closes it.
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    timeout_graceful_shutdown=1))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -52,6 +55,7 @@ class Server:
     def close(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the server did not shut down"
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
-from cascade.ui.layout import RULE_LABEL  # noqa: E402
+from cascade.ui.controls import RULE_LABEL  # noqa: E402
 
 from .helpers import engine_for, serve  # noqa: E402
 
@@ -138,15 +138,20 @@ def test_more_settings_start_at_the_configs_defaults_and_reach_the_request(brows
 
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_label("Raw: the model continues the text").check()
-    most = page.get_by_label("number input for Most tokens to write")
-    most.fill("5")
-    most.press("Enter")
+    write_at_most(page, 5)
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=60_000)
     summary = page.inner_text(".cascade-summary")
     assert re.search(r"\b5 tokens\b", summary) and "the most tokens allowed" in summary, summary
     page.close()
+
+
+def write_at_most(page, n_tokens: int) -> None:
+    """Sets "Most tokens to write" under "More settings" (open)."""
+    most = page.get_by_label("number input for Most tokens to write")
+    most.fill(str(n_tokens))
+    most.press("Enter")
 
 
 # ---- sharing a run ---------------------------------------------------------------------------------
@@ -561,16 +566,17 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     page.wait_for_function("() => /the context holds 1024/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
     assert "start a new conversation" in page.inner_text(".cascade-summary")
-    # The page goes on: a new conversation is answered.
+    # The page goes on: a new conversation is answered (400 tokens at most, so that a follow-up to it fits
+    # the context; on the same page rather than a new one, which would only load the page once more).
     page.get_by_role("button", name="New conversation").click()
     page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
     page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_text("More settings").click()
+    write_at_most(page, 400)
     page.get_by_role("button", name="Generate").click()
     finished(page)
-    page.close()
 
     # Asked while the next answer is still being written: refused, and that answer goes on.
-    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=chat&max_tokens=400&run=1")
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
@@ -598,7 +604,8 @@ def test_a_link_too_long_to_open_reliably_says_to_download_the_run_instead(brows
 def test_twenty_branches_keep_the_page_responsive(browser, page_url):
     import time
 
-    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=raw&max_tokens=48")
+    # 24 tokens a branch: what is measured is the page holding twenty runs, not the models writing them.
+    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=raw&max_tokens=24")
     labels = page.locator(".cascade-branches label")
     for n in range(1, 21):
         page.get_by_role("button", name="Generate").click()
@@ -619,7 +626,7 @@ def test_twenty_branches_keep_the_page_responsive(browser, page_url):
                            timeout=10_000)
     switched = time.perf_counter() - started
     assert switched < 3.0, f"showing a branch among 20 took {switched:.1f} s"
-    print(f"\nshowing branch 3 of 20 (48 tokens each): {switched:.2f} s")
+    print(f"\nshowing branch 3 of 20 (24 tokens each): {switched:.2f} s")
     # The hover still answers at once.
     page.locator(".cascade-text .tok").first.hover()
     page.locator("body > .cascade-alts").wait_for(state="visible", timeout=5_000)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from .fakehub import FakeHub
+from cascade.engine.policies import POLICIES
+
 from .helpers import cascade, json_lines
 
-@pytest.mark.parametrize("policy", ["target", "draft", "cascade", "bild", "speculative", "seed"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_generate_json_contract(toy, policy):
     r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--policy", policy,
                 "--threshold", "3", "--k", "3", "--max-tokens", "12", "--seed", "1", "--threads", "2",

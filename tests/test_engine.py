@@ -12,7 +12,7 @@ import pytest
 from cascade import Engine, GenerationConfig, ModelConfig, PromptError, load_pair
 from cascade.engine import sampling as S
 
-from .helpers import accepted_ids, engine_for, run
+from .helpers import ENGINE_LOOP_POLICIES, accepted_ids, engine_for, run
 
 PROMPTS = ["My name is A", "The cat sat on the mat."]
 KINDS = ["agrees", "partly", "rarely"]
@@ -89,7 +89,7 @@ def test_cascade_escalates_exactly_the_doubtful_tokens(pair_engines):
     assert summary.n_target_tokens == len(escalated)
 
 
-@pytest.mark.parametrize("policy", ["target", "draft", "cascade", "bild", "speculative"])
+@pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_model_reads_a_token_twice(toy, kind, policy):
     draft, target = {"agrees": (toy.large, toy.large), "partly": (toy.small, toy.related),
@@ -128,13 +128,13 @@ def test_streamed_text_is_valid_utf8_of_the_tokens(pair_engines):
         assert expected.startswith(s.text) and len(expected) - len(s.text) <= 1
 
 
-@pytest.mark.parametrize("policy", ["target", "cascade", "speculative", "bild"])
+@pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
 def test_max_tokens_stops_exactly(pair_engines, policy):
     _, s = run(pair_engines["partly"], PROMPTS[0], policy=policy, max_tokens=7, threshold=3.0)
     assert s.n_tokens == 7 and s.stop_reason == "max_tokens"
 
 
-@pytest.mark.parametrize("policy", ["target", "cascade", "speculative", "bild"])
+@pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
 def test_stop_string_ends_the_text_with_it(pair_engines, policy):
     engine = pair_engines["partly"]
     _, full = run(engine, PROMPTS[0], policy=policy, max_tokens=40, threshold=3.0)

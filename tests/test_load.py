@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from gradio_client import Client
 
 from cascade.engine.events import Summary
-from cascade.ui.handlers import GENERATE_INPUTS
+from cascade.engine.policies import POLICY_TABLE, offered
+from cascade.ui.generate import GENERATE_INPUTS
 
 from .helpers import SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines, page_inputs, serve
 
@@ -30,7 +31,10 @@ PROMPTS = (
     "A dog and a cat",
     "Tell me about the sea.",
 )
-POLICIES = ("cascade", "target", "draft", "bild", "speculative")  # `auto` learns across requests: see below
+# Every policy a visitor may choose. A steered one (`auto`) learns across requests, so what it writes
+# depends on what ran before it: by design, not cross-talk, so the texts compared below leave it out.
+OFFERED = tuple(p.name for p in offered())
+UNSTEERED = tuple(p.name for p in offered() if not p.steered)
 
 
 def with_policy(inputs: tuple, policy: str) -> tuple:
@@ -63,12 +67,10 @@ N_SESSIONS, PER_SESSION = 10, 3
 
 def session_request(i: int, j: int) -> tuple:
     """Session i's j-th request: prompts, policies, modes and thresholds vary; odd ones sample (fixed seeds).
-
-    `auto` is left out: what it learns carries over between requests, so its text depends on what ran
-    before it, which is by design and not cross-talk."""
+    Steered policies are left out (see UNSTEERED)."""
     sampled = (i + j) % 2 == 1
     return page_inputs(prompt=PROMPTS[(i + 3 * j) % len(PROMPTS)], mode="chat" if i % 3 == 0 else "raw",
-                       policy=POLICIES[(i + j) % len(POLICIES)], threshold=(3.0, 5.0, 10.0)[j], k=1 + i % 4,
+                       policy=UNSTEERED[(i + j) % len(UNSTEERED)], threshold=(3.0, 5.0, 10.0)[j], k=1 + i % 4,
                        rollback_threshold=(20.0, 8.0)[i % 2], bild_window=(32, 4)[j % 2], max_tokens=20 + 4 * j,
                        temperature=0.8 if sampled else 0.0, top_p=(1.0, 0.9)[i % 2], top_k=(0, 40)[j % 2],
                        seed=100 * i + j)
@@ -151,22 +153,29 @@ def fresh_process_text(toy, inputs: tuple) -> str:
     return json_lines(r.stdout)[1]["text"]
 
 
+def stopped_request(i: int, policy: str) -> tuple:
+    """The i-th request to be stopped: every policy on offer in turn, each round of them flipping raw and
+    chat, greedy and sampled (a steered policy greedy only), with k from 1 to 5."""
+    flip = (i + i // len(OFFERED)) % 2
+    sampled = flip and not POLICY_TABLE[policy].steered
+    return page_inputs(prompt=PROMPTS[i % len(PROMPTS)], mode=("raw", "chat")[flip], policy=policy, k=1 + i % 5,
+                       max_tokens=300, temperature=0.7 if sampled else 0.0, seed=i)
+
+
 def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_run_as_a_fresh_process(toy):
     engine = engine_for(toy.small, toy.related)
     counting = CountingEngine(engine)
-    slow = SlowEngine(counting, pause_s=0.02)  # each stream lasts seconds, so a Stop lands in the middle
+    slow = SlowEngine(counting, pause_s=0.01)  # a stream of 300 tokens lasts 3 s or more: a Stop lands in it
     rng = random.Random(20)  # seeded: the same twenty moments on every run
-    long_runs = [page_inputs(prompt=PROMPTS[i % len(PROMPTS)], mode=("raw", "chat")[i % 2], policy=policy,
-                             k=1 + i % 5, max_tokens=300, temperature=0.7 if i % 2 and policy != "auto" else 0.0,
-                             seed=i)
-                 for i, policy in enumerate((*POLICIES, "auto") * 4)][:N_STOPS]
+    long_runs = [stopped_request(i, policy) for i, policy in enumerate(OFFERED * N_STOPS)][:N_STOPS]
     short = page_inputs(prompt="My name is", max_tokens=8)
     short_text = engine_text(engine, short)
     # Settings away from their defaults, each passed to the command line by its own flag.
     final = page_inputs(prompt="Once upon a time", mode="chat", policy="speculative", threshold=3.0, k=3,
                         rollback_threshold=10.0, bild_window=8, max_tokens=60, temperature=0.8, top_p=0.9, top_k=40,
                         seed=7)
-    reference = fresh_process_text(toy, final)
+    # The fresh process runs while the page is stopped twenty times: it waits mostly on its imports.
+    reference = ThreadPoolExecutor(1).submit(fresh_process_text, toy, final)
 
     demo, url = serve(lambda progress: slow)
     mid_stream = ended_before_stop = 0
@@ -175,7 +184,9 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
         client = Client(url, verbose=False)
         for inputs in long_runs:
             job = client.submit(*inputs, api_name="/generate")
-            time.sleep(rng.uniform(0.05, 0.8))
+            # From before the first update (the page draws four times a second) to well into the stream,
+            # which lasts three seconds or more.
+            time.sleep(rng.uniform(0.05, 0.5))
             streaming = bool(job.outputs())
             if job.done():
                 ended_before_stop += 1
@@ -190,7 +201,8 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
         _, _, _, final_text = client.submit(*final, api_name="/generate").result(timeout=120)
     finally:
         demo.close()
-    assert final_text == reference, "after the Stops, the page writes another text than a fresh process"
+    assert final_text == reference.result(timeout=120), \
+        "after the Stops, the page writes another text than a fresh process"
     assert not engine.pair.lock.locked()
     # Every stopped generation really stopped: it never reached its end, not even later, in the background.
     n_completed = N_STOPS + 1 + ended_before_stop  # the short ones, the final one, any that ended on their own

@@ -11,7 +11,7 @@ import pytest
 from cascade.engine.config import GenerationConfig
 from cascade.engine.policies import POLICIES, POLICY_TABLE, policy_list_markdown
 from cascade.serving.settings import add_generation_flags
-from cascade.ui.handlers import SETTINGS
+from cascade.ui.generate import SETTINGS
 
 from .helpers import ROOT, cascade
 
@@ -31,10 +31,13 @@ def test_config_refuses_a_policy_outside_the_registry():
         GenerationConfig(policy="fastest").validate()
 
 
-def test_the_readme_lists_the_registry():
-    readme = (ROOT / "README.md").read_text()
-    listed = re.search(r"<!-- policies:.*?-->\n(.*?)\n<!-- /policies -->", readme, re.S).group(1)
-    assert listed == policy_list_markdown()
+def test_the_docs_list_the_registry():
+    """docs/how-it-works.md's list of policies is the registry's own words (`policy_list_markdown()`)."""
+    doc = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    listed = re.search(r"<!-- policies:.*?-->\n(.*?)\n<!-- /policies -->", doc, re.S)
+    assert listed, "docs/how-it-works.md has lost its <!-- policies: ... --> markers"
+    assert listed.group(1) == policy_list_markdown(), \
+        "docs/how-it-works.md's policies differ from the registry: paste policy_list_markdown() between the markers"
 
 
 def test_the_command_lines_choices_are_the_registry():

@@ -67,15 +67,31 @@ def test_cascade_on_the_seed_prompt_is_sane(engine):
 
 
 def test_seed_baseline_runs_and_routes_like_the_seed(engine):
-    events, s = run(engine, "My name is A", policy="seed", chat=False, max_tokens=8)
-    assert s.n_tokens >= 1 and s.text
-    assert all(e.draft_ppl is None or e.draft_ppl <= 5.0 for e in events if e.accepted and e.source == "draft")
+    """The seed's own loop routes as the seed did: the draft writes a token unless its perplexity of it
+    exceeds the threshold, and then the target writes that position. The engine's cascade decides by the
+    same rule and threshold, so on a greedy run both write the same text, each position by the same model,
+    with the same draft perplexities up to numerical noise (the seed re-reads the whole text per token)."""
+    # On this prompt the draft's perplexities stay well away from 5, where evaluation order could tip one.
+    prompt, threshold = "The cat sat on the mat. The dog", 5.0
+    seed_events, seed = run(engine, prompt, policy="seed", chat=False, threshold=threshold, max_tokens=8)
+    events, cascade = run(engine, prompt, policy="cascade", rule="perplexity", chat=False, threshold=threshold,
+                          max_tokens=8)
+    assert seed.n_tokens == 8 and seed.text == cascade.text
+    assert 0 < seed.n_target_tokens == seed.n_escalated < seed.n_tokens, "the run should take both branches"
+    drafted = [e for e in seed_events if e.source == "draft"]
+    assert all((e.draft_ppl > threshold) == (e.status == "escalated") for e in drafted)
+    routes = [[(e.position, e.source, e.status) for e in run_events] for run_events in (seed_events, events)]
+    assert routes[0] == routes[1]
+    np.testing.assert_allclose([e.draft_ppl for e in drafted], [e.draft_ppl for e in events if e.source == "draft"],
+                               rtol=0.05)
 
 
 def test_five_humaneval_problems_target_alone_and_cascade(engine):
     """The task harness on real models: Qwen's prompt, the target alone and cascade; pass@1 reported."""
     from cascade.bench.tasks import STYLES, load_tasks
-    from cascade.bench.tasks_run import AnswerCache, Setup, configurations, run_tasks
+    from cascade.bench.tasks_cache import AnswerCache, Setup
+    from cascade.bench.tasks_configs import configurations
+    from cascade.bench.tasks_run import run_tasks
     from cascade.bench.tasks_report import markdown
 
     tasks = load_tasks()[:5]
@@ -92,25 +108,16 @@ def test_five_humaneval_problems_target_alone_and_cascade(engine):
 
 def test_one_streamed_chat_completion_through_the_api(real_pair):
     """The OpenAI-compatible API on the real pair: a streamed answer, every token with its writer."""
-    import threading
-    import time
-
     import openai
-    import uvicorn
 
     from cascade.api.server import ApiSettings, create_api
-    from cascade.bench.api_speed import free_local_port
+    from cascade.bench.local import serve_in_thread
     from cascade.serving.service import EngineService
 
     draft, target = real_pair
     service = EngineService(ModelConfig(draft=draft, target=target, n_threads=2, n_ctx=2048), warm=lambda e: None)
     service.engines()
-    port = free_local_port()
-    server = uvicorn.Server(uvicorn.Config(create_api(service, ApiSettings()), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
+    server, port = serve_in_thread(create_api(service, ApiSettings()))
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
         stream = client.chat.completions.create(model="cascade", max_tokens=32, stream=True,

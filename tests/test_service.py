@@ -12,10 +12,11 @@ import pytest
 from gradio_client import Client
 
 from cascade import ModelConfig, ModelError
+from cascade.engine import models
 from cascade.engine.models import HUB_TIMEOUT_S, resolve_model
 from cascade.serving.service import EngineService
 
-from .helpers import engine_text, page_inputs, serve
+from .helpers import engine_text, hub_at, page_inputs, serve
 
 
 class Clock:
@@ -48,7 +49,8 @@ def test_a_failed_load_is_remembered_for_a_while_then_tried_again():
 def test_with_the_hub_down_the_second_generate_answers_at_once(monkeypatch, tmp_path):
     """Through the page: a Hub that does not answer costs the first visitor the wait, not the next."""
     with silent_server() as port:
-        hub_at(monkeypatch, port, cache=tmp_path / "empty-cache")
+        hub_at(monkeypatch, f"http://127.0.0.1:{port}", cache=tmp_path / "empty-cache")
+        timeout_s = quick_hub_timeout(monkeypatch)
         service = EngineService(ModelConfig(draft="cascade-tests/down/small.gguf",
                                             target="cascade-tests/down/large.gguf", n_threads=2))
         demo, url = serve(service.lease)
@@ -63,18 +65,17 @@ def test_with_the_hub_down_the_second_generate_answers_at_once(monkeypatch, tmp_
             demo.close()
     assert all("unreachable" in s and "CASCADE_DRAFT" in s for s in summaries), summaries
     assert summaries[0] == summaries[1]
-    assert times[0] < 10, f"the first answer took {times[0]:.1f} s"
+    assert times[0] < timeout_s + 3, f"the first answer took {times[0]:.1f} s"
     assert times[1] < 1, f"the second answer took {times[1]:.1f} s"
 
 
-def hub_at(monkeypatch, port: int, cache) -> None:
-    """huggingface_hub pointed at a port of this machine, with an empty cache."""
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                        f"http://127.0.0.1:{port}/{{repo_id}}/resolve/{{revision}}/{{filename}}")
+def quick_hub_timeout(monkeypatch) -> float:
+    """The Hub's timeout at one second, for a test that waits it out: the product's own is a few seconds,
+    and what the test proves (the wait is bounded by the timeout, not by huggingface_hub's retries) holds
+    for any value."""
+    assert HUB_TIMEOUT_S <= 10, "a visitor should learn within seconds that the Hub cannot be reached"
+    monkeypatch.setattr(models, "HUB_TIMEOUT_S", 1.0)
+    return models.HUB_TIMEOUT_S
 
 
 class silent_server:
@@ -92,13 +93,14 @@ class silent_server:
 
 def test_a_hub_that_never_answers_is_reported_within_seconds(monkeypatch, tmp_path):
     with silent_server() as port:
-        hub_at(monkeypatch, port, cache=tmp_path / "empty-cache")
+        hub_at(monkeypatch, f"http://127.0.0.1:{port}", cache=tmp_path / "empty-cache")
+        timeout_s = quick_hub_timeout(monkeypatch)
         started = time.monotonic()
         with pytest.raises(ModelError, match="unreachable"):
             resolve_model("cascade-tests/hangs/small.gguf", "draft")
         took = time.monotonic() - started
     print(f"\nan unreachable (silent) Hub was reported in {took:.1f} s")
-    assert took < min(10, HUB_TIMEOUT_S + 3)
+    assert 0.9 * timeout_s <= took < timeout_s + 3, "the Hub's timeout was not what bounded the wait"
 
 
 def test_two_workers_run_two_requests_at_once_each_on_its_own_engine(toy):
