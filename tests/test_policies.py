@@ -13,7 +13,7 @@ from cascade.engine.policies import POLICIES, POLICY_TABLE, policy_list_markdown
 from cascade.serving.settings import add_generation_flags
 from cascade.ui.generate import SETTINGS
 
-from .helpers import ROOT, cascade
+from .helpers import ENGINE_LOOP_POLICIES, ROOT, cascade, run
 
 
 def test_every_policy_has_a_label_and_a_description():
@@ -67,3 +67,26 @@ def test_every_setting_a_page_policy_reads_has_a_flag_and_a_control():
     assert used <= fields and sampling <= fields
     assert used | sampling | {"policy", "chat", "stop"} <= flags
     assert used | sampling | {"policy"} <= set(SETTINGS)
+
+
+# What each policy does with a drafted token its rule doubts: the target writes that position (cascade and
+# BiLD by design; speculative decoding and lookup+draft end their round there) or it does not (nothing is
+# drafted, or the draft writes alone). A new policy must say which, here.
+DOUBTED_TOKEN_GOES_TO_THE_TARGET = {"target": False, "draft": False, "cascade": True, "bild": True,
+                                    "speculative": True, "lookup": False, "lookup+draft": True}
+
+
+@pytest.mark.parametrize("policy", [p for p in ENGINE_LOOP_POLICIES if not POLICY_TABLE[p].steered])
+def test_where_the_rule_doubts_a_drafted_token_the_target_writes_it_in_every_policy_that_escalates(
+        pair_engines, policy):
+    """A doubted draft token's position goes to the target exactly in the policies that say so, and the
+    Summary names the rule that judged. (`auto` chooses its way round by round: not one answer.)"""
+    assert policy in DOUBTED_TOKEN_GOES_TO_THE_TARGET, f"say what {policy} does with a doubted draft token"
+    expected = DOUBTED_TOKEN_GOES_TO_THE_TARGET[policy]
+    events, summary = run(pair_engines["partly"], "The cat sat on the mat.", policy=policy, threshold=1.5,
+                          max_tokens=40)
+    escalated = [e for e in events if e.status == "escalated"]
+    assert bool(escalated) == expected == (POLICY_TABLE[policy].escalates and POLICY_TABLE[policy].drafts)
+    written = {e.position: e for e in events if e.accepted}
+    assert all(written[e.position].source == "target" for e in escalated)
+    assert summary.rule == ("perplexity" if POLICY_TABLE[policy].escalates else "")

@@ -54,6 +54,9 @@ class Policy:
     looks_up = False  # prompt lookup proposes first; the draft (if it drafts) only where lookup finds nothing
     escalates = True  # a doubtful draft token is discarded and the target writes that position
     steered = False  # each round's way is chosen from measured costs (auto)
+    # Every token it writes is the target's own choice (greedy) or an exact rejection-sampling draw: its
+    # text is the target's, up to the numerics of batched evaluation on quantized models.
+    lossless = False
     discarded: Status = "rejected"  # what a proposal the target's check did not keep is called
     loop: OwnLoop | None = None  # a loop of its own instead of the engine's
 
@@ -94,6 +97,7 @@ class Policy:
 class TargetAlone(Policy):
     drafts = False
     escalates = False
+    lossless = True
 
 
 class DraftAlone(Policy):
@@ -122,9 +126,11 @@ class Bild(Cascade):
 class Speculative(Policy):
     """Up to k proposals, checked by the target in one batch: the longest acceptable prefix, then its own
     token. Sampling, each proposal is kept with probability min(1, p/q) (rejection sampling), so the text
-    follows the target's distribution exactly."""
+    follows the target's distribution exactly. A drafted token the rule doubts ends the round early: the
+    target checks what is pending and writes that position itself (drafting on past it would mostly be
+    refused)."""
 
-    escalates = False
+    lossless = True
 
     def window(self, config: "GenerationConfig", k: int) -> int:
         return k
@@ -141,6 +147,7 @@ class Speculative(Policy):
 class Lookup(Speculative):
     drafts = False
     looks_up = True
+    escalates = False  # nothing is drafted, so nothing is doubted
 
 
 class LookupDraft(Speculative):
