@@ -260,3 +260,31 @@ def test_every_checked_draft_costs_the_target_one_logits_row(pair_engines, k):
     assert s.extra_rows.get("draft", 0) == 0
     _, alone = run(pair_engines["partly"], PROMPTS[0], policy="target", max_tokens=30)
     assert alone.extra_rows.get("target", 0) == 0 and sum(alone.call_sizes["target"].values()) == alone.target.calls
+
+
+@pytest.mark.parametrize("policy", ["cascade", "seed"])
+def test_written_comes_when_the_last_token_is_written_before_the_scoring_pass(pair_engines, policy):
+    """A page asks to hear the answer is finished before the big model reads it to score it: one `Written`
+    event after the last token, the same Summary but for the scoring pass's figures; nobody else gets one."""
+    from cascade.engine.events import Written
+
+    engine = pair_engines["partly"]
+    config = GenerationConfig(policy=policy, threshold=3.0, max_tokens=12)
+    *events, final = engine.generate(PROMPTS[0], config, mark_written=True)
+    written = [e for e in events if isinstance(e, Written)]
+    assert len(written) == 1 and events[-1] is written[0]
+    assert all(not isinstance(e, Written) for e in engine.generate(PROMPTS[0], config))  # not asked for
+    assert all(not isinstance(e, Written) for e in engine.generate(PROMPTS[0], config, score=False, mark_written=True))
+    before = written[0].summary
+    assert before.text == final.text and before.n_tokens == final.n_tokens and before.wall_s == final.wall_s
+    assert before.text_ppl_by_target is None and before.scoring_s == 0
+    assert final.text_ppl_by_target is not None
+
+
+def test_the_big_model_alone_is_estimated_from_the_costs_measured_at_loading(toy):
+    engine = Engine(engine_for(toy.small, toy.related).pair)
+    assert engine.estimate_target_alone_s(20, 30) is None  # nothing measured yet
+    engine.calibrate()
+    t1, b = engine.tuner.target_step.value, engine.tuner.target_extra.value
+    assert engine.estimate_target_alone_s(20, 30) == pytest.approx(t1 + 19 * b + 29 * t1)
+    assert engine.estimate_target_alone_s(20, 60) > engine.estimate_target_alone_s(20, 30)

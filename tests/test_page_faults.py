@@ -213,6 +213,12 @@ def test_bad_input_is_answered_in_words_in_place_of_the_text(faults_page, before
     assert_clear(html, context="the text panel")
 
 
+def test_a_refusal_keeps_the_case_of_the_names_it_gives(faults_page, before):
+    """The context message names a variable to set: it reaches the visitor as written, not lowered."""
+    _, (_, _, summary, _) = call(faults_page, with_(prompt="The cat sat on the mat. " * 40))
+    assert "**The prompt is " in summary and "--n-ctx or CASCADE_N_CTX" in summary
+
+
 @pytest.mark.parametrize("inputs", cases(ODD_PROMPTS))
 def test_an_odd_prompt_is_answered_with_the_engines_own_text(faults_page, before, small_context, inputs):
     kind, answer = call(faults_page, inputs)

@@ -48,3 +48,10 @@ def break_even_share(d: float, t1: float, b: float, horizon: int) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if cascade_cost(d, t1, b, mid, horizon) < t1 else (lo, mid)
     return lo
+
+
+def target_alone_s(t1: float, b: float, prompt_tokens: int, n_tokens: int) -> float:
+    """Seconds the target alone would take for a request: one call that reads the prompt (t1 for its first
+    token, b for each further one) and writes the first token, then t1 for each token after it. An estimate:
+    `b` is measured on verification batches, and a long prompt's larger batches cost less per token."""
+    return t1 + max(prompt_tokens - 1, 0) * b + max(n_tokens - 1, 0) * t1

@@ -13,6 +13,7 @@ from ..routing.curves import Position
 from ..routing.router import Router, RouterMissing
 from .auto import AutoTuner
 from .config import GenerationConfig
+from .costmodel import target_alone_s
 from .events import Event
 from .forcing import forced_positions
 from .loop import Generation
@@ -61,12 +62,15 @@ class Engine:
             )
         return encoded
 
-    def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True) -> Iterator[Event]:
+    def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True,
+                 mark_written: bool = False) -> Iterator[Event]:
         """Yield TokenEvents as decisions are made, then one Summary.
 
         `score`: the target then reads the finished text for the Summary's quality figures
         (`text_ppl_by_target`, `target_agreement`), a pass that delays the Summary by a good share of a
         second; a caller that does not report them (the API) leaves them None and gets its Summary at once.
+        `mark_written`: with `score`, a `Written` event (the Summary as it stands) comes the moment the last
+        token is written, before that pass, so a page can show the answer finished and the pass apart.
         The pair's lock is held for the whole generation, so one pair serves one request at a time.
         Closing the generator early (a Stop button) leaves both models ready for the next request.
         """
@@ -76,7 +80,7 @@ class Engine:
             raise RouterMissing()
         with self.pair.lock:
             if policy.loop is not None:  # the seed's: a loop of its own
-                yield from policy.loop(self.pair, prompt, config, score)
+                yield from policy.loop(self.pair, prompt, config, score, mark_written)
                 return
             request = self.encode_config(prompt, config)
             # Every request reads its prompt afresh. Reusing the previous request's cache would save
@@ -85,7 +89,8 @@ class Engine:
             self.pair.draft.clear()
             self.pair.target.clear()
             yield from Generation(self.pair, request.tokens, config, self.tuner if policy.steered else None,
-                                  router=self.router, score=score, n_given=request.n_given).run()
+                                  router=self.router, score=score, n_given=request.n_given,
+                                  mark_written=mark_written).run()
 
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
                       answer_prefix: str = "", hidden: bool = False,
@@ -102,6 +107,12 @@ class Engine:
         """The largest big-model share at which cascade beats the target alone on this machine, from the
         costs `auto` has measured on this pair (calibration included); None before any were measured."""
         return self.tuner.break_even_share(horizon)
+
+    def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
+        """Seconds the target alone would take to read this many prompt tokens and write this many, from the
+        costs measured on this pair (at loading, `calibrate`, and since); None before any were measured."""
+        t1, b = self.tuner.target_step.value, self.tuner.target_extra.value
+        return None if t1 is None or b is None else target_alone_s(t1, b, prompt_tokens, n_tokens)
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
         """Teach `auto` this pair's costs before any request, as part of loading: a short run of the

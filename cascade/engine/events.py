@@ -171,7 +171,17 @@ class Summary:
         return d
 
 
-Event = Union[TokenEvent, Summary]
+@dataclass(frozen=True)
+class Written:
+    """The answer is complete: the Summary as it stands when the last token is written, before the target
+    reads the text to score it (`scoring.score`). Yielded only when asked for (`Engine.generate(...,
+    mark_written=True)`), so that a page can show the answer finished, and the scoring pass as a step of
+    its own, while the final Summary (with `text_ppl_by_target`, `scoring_s`) follows."""
+
+    summary: Summary
+
+
+Event = Union[TokenEvent, Written, Summary]
 
 
 def complete_events(events: Sequence[TokenEvent], summary: Summary | None) -> list[TokenEvent]:

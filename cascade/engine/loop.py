@@ -30,7 +30,7 @@ from ..routing.reading import DraftReading, top_tokens
 from ..routing.router import Router
 from .auto import AutoTuner
 from .config import GenerationConfig
-from .events import Alternatives, Event, Source, Status, StopReason, Summary, TokenEvent
+from .events import Alternatives, Event, Source, Status, StopReason, TokenEvent, Written
 from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
@@ -60,13 +60,15 @@ class Generation:
 
     `tuner` steers: it chooses how each round is written (auto). `watchers` only observe. `router`
     scores every draft reading (the learned rule). `score`: the target reads the finished text for the
-    Summary's quality figures (`scoring.score`). `n_given`: the last tokens of `prompt` are the answer
-    prefix, read as given (the Summary counts them apart)."""
+    Summary's quality figures (`scoring.score`), and with `mark_written` a `Written` event says the answer
+    is complete before that pass begins. `n_given`: the last tokens of `prompt` are the answer prefix, read
+    as given (the Summary counts them apart)."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
-                 score: bool = True, n_given: int = 0) -> None:
+                 score: bool = True, n_given: int = 0, mark_written: bool = False) -> None:
         self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
+        self.mark_written = mark_written and score  # a `Written` event before the scoring pass
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)
@@ -95,7 +97,7 @@ class Generation:
             # Drafts the output did not keep leave the caches now, so each holds only real text.
             for runner in (self.pair.draft, self.pair.target):
                 runner.trim_to(self.prompt + self.out)
-        yield self.summary()
+        yield from self.summaries()
 
     def step(self) -> Iterator[Event]:
         """One turn of the loop (the module's docstring says it in words)."""
@@ -253,13 +255,17 @@ class Generation:
         self.notify("told", event)
         return event
 
-    def summary(self) -> Summary:
-        """The run's Summary, with the target's view of the text (`scoring.score`) if asked for."""
+    def summaries(self) -> Iterator[Event]:
+        """The run's Summary, with the target's view of the text (`scoring.score`) if asked for; before that
+        pass, the Summary as it stands in a `Written` event, if asked for."""
         summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
         summary = dataclasses.replace(summary, routing_s=self.judge.routing_s, router_s=self.judge.router_s,
                                       rule=self.config.rule if self.mode.policy.escalates else "",
                                       answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given)
         if not self.score:
-            return summary
-        return score(summary, self.pair.target, self.prompt, self.out, self.target_seen,
-                     self.config.alternatives, self.named)
+            yield summary
+            return
+        if self.mark_written:
+            yield Written(summary)
+        yield score(summary, self.pair.target, self.prompt, self.out, self.target_seen,
+                    self.config.alternatives, self.named)

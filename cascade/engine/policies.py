@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from .events import Event
     from .models import ModelPair
 
-# A loop of a policy's own, instead of the engine's: (pair, prompt, config, score) -> events, then a Summary.
-OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool], Iterator["Event"]]
+# A loop of a policy's own, instead of the engine's: (pair, prompt, config, score, mark_written) -> events,
+# then a Summary (`Engine.generate` says what the two flags ask).
+OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool, bool], Iterator["Event"]]
 
 
 @dataclass(frozen=True)

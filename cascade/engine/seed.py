@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import llama_cpp
 
-from .events import Event, ModelStats, Summary, TokenEvent
+from .events import Event, ModelStats, Summary, TokenEvent, Written
 from .models import ModelPair, load_model
 from .prompt import PromptError, encode_prompt, render_chat
 from .scoring import score_text
@@ -60,9 +60,11 @@ def _next_token(llm, prompt: str, config: "GenerationConfig") -> tuple[str, floa
     return choice["text"], (logprobs[0] if logprobs else None), choice["finish_reason"]
 
 
-def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", score: bool = True) -> Iterator[Event]:
+def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", score: bool = True,
+                  mark_written: bool = False) -> Iterator[Event]:
     """The seed's loop on the pair's models (its own copies of them, `seed_models`): TokenEvents, then a
-    Summary; with `score`, the target then reads the text for the Summary's quality figures."""
+    Summary; with `score`, the target then reads the text for the Summary's quality figures (announced by
+    a `Written` event first, with `mark_written`)."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     small, large = seed_models(pair)
@@ -116,6 +118,8 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", scor
         device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given,
     )
     if score and summary.text:
+        if mark_written:
+            yield Written(summary)
         request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
                                 config.history)
         summary = score_text(summary, pair.target, request.tokens)

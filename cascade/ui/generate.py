@@ -159,13 +159,20 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         yield message_update(str(e))
         return
     except PromptError as e:
-        yield message_update(str(e).capitalize())
+        yield message_update(first_letter_up(str(e)))
         return
     except Exception:  # the visitor gets a sentence; the operator gets the traceback
         log.exception("generation failed")
         yield message_update(SERVER_TROUBLE)
         return
     yield run_update(run)
+
+
+
+def first_letter_up(message: str) -> str:
+    """A message as a sentence: its first letter upper case, every other letter as written (`str.capitalize`
+    would turn CASCADE_N_CTX into cascade_n_ctx)."""
+    return message[:1].upper() + message[1:]
 
 
 # ---- compare -----------------------------------------------------------------------------------------
