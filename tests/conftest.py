@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import engine_for
+from .helpers import CHROMIUM, CHROMIUM_ARGS, engine_for, serve
 from .toymodels import ToyModels, build_toy_models
 
 
@@ -33,3 +33,24 @@ def real_pair() -> tuple[str, str]:
         pytest.skip("real-model tier: set CASCADE_REAL_DRAFT and CASCADE_REAL_TARGET (scripts/test does it "
                     "where ../shared/models/get-real-pair exists)")
     return draft, target
+
+
+# ---- the browser tier: one Chromium and one page over the toy pair per test module ------------------
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tier: needs the playwright package")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page_url(toy):
+    engine = engine_for(toy.small, toy.related)
+    demo, url = serve(lambda progress: engine)
+    yield url
+    demo.close()

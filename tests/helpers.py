@@ -154,3 +154,28 @@ def serve(provider, describe=lambda: "toy models", concurrency: int = 1, router=
     _, url, _ = queued(demo).launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
                                      quiet=True)
     return demo, url
+
+
+# ---- the browser ------------------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "artifacts"  # screenshots the browser tests leave
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def finished(page, timeout=90_000):
+    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=timeout)
+
+
+def opened_link(browser, url: str, query: str):
+    """A new page at `url` with the link's `query`, once the page has read it (and, with run=1, finished)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}?{query}")
+    if "run=1" in query:
+        finished(page)
+    else:
+        page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
+                               timeout=30_000)
+    return page

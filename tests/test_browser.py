@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -27,14 +26,10 @@ from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.controls import RULE_LABEL  # noqa: E402
 
-from .helpers import engine_for, serve  # noqa: E402
+from .helpers import ARTIFACTS, engine_for, finished, opened_link, serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PROMPT = "The cat sat on the mat"
 # With the toy pair `small` drafting for `related`, threshold 5 sends a good part of the tokens (not all)
 # to the target, so both colours show.
@@ -46,25 +41,6 @@ CHART_TRACES = """() => {
                            : null;
 }"""
 COUNT = "(selector) => document.querySelectorAll(selector).length"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tier: needs the playwright package")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def page_url(toy):
-    engine = engine_for(toy.small, toy.related)
-    demo, url = serve(lambda progress: engine)
-    yield url
-    demo.close()
 
 
 def chart(page) -> list[dict]:
@@ -174,18 +150,6 @@ def shown_settings(page) -> dict[str, str]:
             "seed": page.get_by_label("Seed").input_value()}
 
 
-def opened_link(browser, url: str, query: str):
-    """A new page at `url` with the link's `query`, once the page has read it (and, with run=1, finished)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}?{query}")
-    if "run=1" in query:
-        finished(page)
-    else:
-        page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
-                               timeout=30_000)
-    return page
-
-
 def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -248,11 +212,6 @@ RULES_TRACES = """() => {
                            : null;
 }"""
 SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "max_tokens": "16", "run": "1"}
-
-
-def finished(page, timeout=90_000):
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=timeout)
 
 
 def compare_and_read_the_rules(page) -> list[dict]:
