@@ -18,8 +18,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
 from cascade.engine.policies import POLICY_TABLE  # noqa: E402
-from cascade.engine.events import Summary, TokenEvent  # noqa: E402
+from cascade.engine.events import Summary, TokenEvent, Written  # noqa: E402
 from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
+from cascade.ui.link import LINK_RULE_BEFORE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,17 +72,22 @@ def json_lines(stdout: str) -> tuple[list[dict], dict]:
 
 # ---- the page --------------------------------------------------------------------------------------
 
-# The page's defaults for a request, as a visitor who changes nothing but these would send them.
+# The page's defaults for a request, as a visitor who changes nothing but these would send them (the page
+# starts at the margin rule, `PAGE_START`; the library and the API at perplexity 5).
 PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
-                                  "rule": "perplexity", "threshold": 5.0, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
+                                  "rule": "margin", "threshold": 0.1, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
                                   "lookup_ngram": 3, "max_tokens": 32, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
                                   "seed": 0, "system": "", "answer_prefix": "", "history": ""}
 
 
 def page_inputs(**changes: Any) -> tuple:
-    """The /generate endpoint's inputs in its order: the page's defaults with `changes`."""
+    """The /generate endpoint's inputs in its order: the page's defaults with `changes`. A threshold changed
+    without a rule is a perplexity, as the page reads a link that names a threshold and no rule (one made
+    before the page started at the margin rule, `link.LINK_RULE_BEFORE`)."""
     unknown = set(changes) - set(GENERATE_INPUTS)
     assert not unknown, f"not an input of the page: {unknown}"
+    if "threshold" in changes and "rule" not in changes:
+        changes = {"rule": LINK_RULE_BEFORE, **changes}
     values = {**PAGE_DEFAULTS, **changes}
     return tuple(values[name] for name in GENERATE_INPUTS)
 
@@ -113,10 +119,29 @@ class SlowEngine(WrappedEngine):
         super().__init__(engine)
         self.pause_s = pause_s
 
-    def generate(self, prompt, config):
-        for event in self.engine.generate(prompt, config):
+    def generate(self, prompt, config, **options):
+        for event in self.engine.generate(prompt, config, **options):
             yield event
             time.sleep(self.pause_s)
+
+
+class SlowScoring(WrappedEngine):
+    """The engine, with the big model's scoring of a finished answer (after its `Written` event) lasting at
+    least `pause_s`, as on the real pair, where it takes seconds: long enough to be seen as a step of its
+    own. `estimate`: what it says the big model alone would take (None: nothing measured yet)."""
+
+    def __init__(self, engine, pause_s: float = 1.5, estimate: float | None = None) -> None:
+        super().__init__(engine)
+        self.pause_s, self.estimate = pause_s, estimate
+
+    def generate(self, prompt, config, **options):
+        for event in self.engine.generate(prompt, config, **options):
+            yield event
+            if isinstance(event, Written):
+                time.sleep(self.pause_s)
+
+    def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
+        return self.estimate
 
 
 # ---- the Hub ---------------------------------------------------------------------------------------

@@ -10,8 +10,16 @@ import time
 import numpy as np
 import pytest
 
+import gradio as gr
+
 from cascade import GenerationConfig
-from cascade.ui.branches import MAX_BRANCHES, Branch, Fork, fork_prefix, record_branch, show_branch
+from cascade.engine.config import PAGE_START
+from cascade.ui import branches as branches_module
+from cascade.ui.branches import (MAX_BRANCHES, Branch, Fork, fork_prefix, fork_request, fork_start, record_branch,
+                                 show_branch, what_differs)
+from cascade.ui.conversation import Turn
+from cascade.ui.generate import GENERATE_INPUTS
+from cascade.ui.link import page_defaults
 from cascade.ui.run import BRANCH_OUTPUTS, Run
 
 from .helpers import engine_for
@@ -90,7 +98,7 @@ def test_branches_are_numbered_say_where_they_forked_and_update_in_place(engine)
     second = finished(engine, answer_prefix=" lay")
     branches, radio, current, fork = record_branch(second, branches, pending)
     assert current == 2 and fork is None and radio["visible"] is True
-    assert radio["choices"][1] == "2 · from 1 at token 4: “ sat” → “ lay”"
+    assert radio["choices"][1] == "2 · fork of 1 at token 4: “ sat” → “ lay”"
     assert radio["value"] == radio["choices"][1]
     # The same run again (stopped, or compared): in its place, not a new branch.
     compared = Run(second.prompt, second.config, second.events, second.summary, running=False,
@@ -140,3 +148,86 @@ def test_twenty_long_branches_keep_the_page_quick(engine):
         show_branch(branch.label, branches)
         slowest = max(slowest, time.perf_counter() - started)
     assert slowest < 1.0, f"showing a branch took {slowest:.2f} s"
+
+
+# ---- what a branch's label says ----------------------------------------------------------------------
+
+def asked(prompt: str = PROMPT, **settings) -> Run:
+    """A run as the list sees it: what it asked (no events needed)."""
+    return Run(prompt, PAGE_START.replace(**settings), running=False)
+
+
+@pytest.mark.parametrize("before, run, words", [
+    (None, asked(), f"“{PROMPT}”"),
+    (asked(), asked(), "the same request again"),
+    (asked(), asked(threshold=0.2), "margin 0.2"),
+    (asked(), asked(rule="perplexity", threshold=5.0), "perplexity 5"),
+    (asked(), asked(policy="speculative", k=2), "speculative, k 2"),
+    (asked(), asked(policy="target", threshold=0.3), "target"),  # the big model alone reads no rule
+    (asked(), asked("Write a haiku", max_tokens=64), "“Write a haiku”, most tokens 64"),
+    (asked(), asked(chat=False, temperature=0.7, seed=3), "raw, temperature 0.7, seed 3"),
+    (asked(), asked(system="Be brief.", answer_prefix="```python"), "system message “Be brief.”, starts with “```python”"),
+    (asked(), asked("words " * 30), "“" + " ".join(["words"] * 6) + "…”"),  # cut after a whole word
+])
+def test_a_branch_is_labelled_by_what_it_asked_differently_from_the_one_before(before, run, words):
+    assert what_differs(before, run) == words
+
+
+def test_the_list_labels_each_branch_by_its_change_a_fork_by_its_token_a_follow_up_by_its_question():
+    first, other = asked(), asked(threshold=0.2)
+    branches = record_branch(first, [], None)[0]
+    branches = record_branch(other, branches, None)[0]
+    forked = asked(threshold=0.2, answer_prefix="The cat lay")
+    branches = record_branch(forked, branches, Fork(2, 3, " sat", " lay"))[0]
+    followup = Run("And then?", first.config.replace(history=(("user", PROMPT), ("assistant", "x"))), running=False,
+                   earlier=(Turn(PROMPT, "x", run=other),))
+    branches, radio, _, _ = record_branch(followup, branches, None)
+    assert radio["choices"] == [f"1 · “{PROMPT}”", "2 · margin 0.2", "3 · fork of 2 at token 3: “ sat” → “ lay”",
+                                "4 · follow-up to 2: And then?"]
+    assert PROMPT not in " ".join(radio["choices"][1:])  # the prompt is not repeated
+
+
+# ---- a fork writes with its run's own settings -------------------------------------------------------------
+
+def shown_controls(run: Run, **moved) -> dict:
+    """The controls as a visitor left them after `run`: its request, with the controls in `moved` changed."""
+    config = run.config
+    shown = {**page_defaults(), "prompt": run.prompt, "mode": "chat" if config.chat else "raw",
+             **{name: getattr(config, name) for name in ("policy", "rule", "threshold", "k", "max_tokens",
+                                                          "temperature", "seed")}}
+    return {**shown, **moved}
+
+
+def test_a_fork_uses_its_runs_settings_and_names_the_controls_that_showed_others(engine):
+    run = finished(engine, rule="perplexity", threshold=5.0)
+    at = [e for e in run.events if e.accepted][4]
+    values, fork, note = fork_request(run, 1, at.position, " dog", shown_controls(run, threshold=20.0))
+    assert values["threshold"] == 5.0 and values["rule"] == "perplexity" and values["mode"] == "raw"
+    assert values["prompt"] == PROMPT and values["answer_prefix"].endswith(" dog") and fork.chosen == " dog"
+    assert note == ("This fork writes with the settings of the run it comes from: threshold 5, not the 20 the slider "
+                    "shows. The controls show that run's settings again.")
+    # Nothing moved: nothing said.
+    assert fork_request(run, 1, at.position, " dog", shown_controls(run))[2] is None
+    # Another rule chosen for a what-if, a new prompt typed, more tokens asked: each named, the run's first.
+    _, _, note = fork_request(run, 1, at.position, " dog", shown_controls(
+        run, rule="entropy", threshold=1.5, prompt="Something else", max_tokens=64))
+    assert "the perplexity rule at 5, not the entropy rule at 1.5 the controls show" in note
+    assert "its prompt, not the one in the box" in note and "most tokens 24, not 64" in note
+    assert "threshold 5, not" not in note  # told once, with its rule
+
+
+def test_the_fork_handler_sets_back_the_controls_that_moved_and_says_so(engine, monkeypatch):
+    run = finished(engine, rule="perplexity", threshold=5.0)
+    at = [e for e in run.events if e.accepted][4]
+    said = []
+    monkeypatch.setattr(branches_module.gr, "Info", lambda message, **kw: said.append(message))
+    shown = shown_controls(run, rule="margin", threshold=0.3)
+    values = fork_start(run, 1, gr.SelectData(None, {"index": at.position, "value": " dog"}),
+                        *(shown[name] for name in GENERATE_INPUTS))
+    updates, fork = dict(zip(GENERATE_INPUTS, values[:-1])), values[-1]
+    assert updates["rule"]["value"] == "perplexity"
+    # The slider takes back the run's rule's units and the run's threshold.
+    assert updates["threshold"]["value"] == 5.0 and updates["threshold"]["label"] == "Threshold (perplexity)"
+    assert updates["answer_prefix"]["value"].endswith(" dog") and fork == Fork(1, at.position, at.text, " dog")
+    assert updates["k"] == gr.skip()  # unmoved controls are left alone (no what-if redrawn for them)
+    assert len(said) == 1 and "the perplexity rule at 5, not the margin rule at 0.3" in said[0]

@@ -18,22 +18,24 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import GenerationConfig  # noqa: E402
-from cascade.engine.config import limits  # noqa: E402
+from cascade.engine.config import PAGE_START, limits  # noqa: E402
 
 from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.controls import RULE_LABEL  # noqa: E402
+from cascade.ui.rulewords import slider_props  # noqa: E402
 
 from .helpers import ARTIFACTS, engine_for, finished, opened_link, serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
 PROMPT = "The cat sat on the mat"
-# With the toy pair `small` drafting for `related`, threshold 5 sends a good part of the tokens (not all)
-# to the target, so both colours show.
-RUN_THRESHOLD, WHATIF_THRESHOLD = 5, 20
+# With the toy pair `small` drafting for `related`, the page's start (the margin rule at 0.1) sends a good
+# part of the tokens (not all) to the target, so both colours show; at a what-if margin of 0.03, fewer would go.
+RUN_THRESHOLD, WHATIF_THRESHOLD = PAGE_START.threshold, 0.03
+THRESHOLD_LABEL = slider_props(PAGE_START.rule)["label"]
 
 CHART_TRACES = """() => {
   const plot = document.querySelector('.cascade-chart .js-plotly-plot');
@@ -53,7 +55,7 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     page.goto(page_url)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_label("Raw: the model continues the text").check()
-    assert page.get_by_label("number input for Threshold (perplexity)").input_value() == str(RUN_THRESHOLD)
+    assert float(page.get_by_label(f"number input for {THRESHOLD_LABEL}").input_value()) == RUN_THRESHOLD
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=90_000)
@@ -75,17 +77,17 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
 
     # Moving the threshold re-colours the recorded tokens as a what-if, without generating again.
-    threshold = page.get_by_label("number input for Threshold (perplexity)")
+    threshold = page.get_by_label(f"number input for {THRESHOLD_LABEL}")
     threshold.fill(str(WHATIF_THRESHOLD))
     threshold.press("Enter")
     page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
     assert "What-if" in page.inner_text(".whatif-banner")
-    assert page.evaluate(COUNT, ".cascade-text .tok.red") < red  # a higher bar: fewer would go to the big model
+    assert page.evaluate(COUNT, ".cascade-text .tok.red") < red  # a lower margin: fewer would go to the big model
     assert page.inner_text(".cascade-summary") == summary  # nothing was regenerated
     page.wait_for_function(f"() => (({CHART_TRACES})() || []).some(t => t.name.startsWith('what-if'))", timeout=15_000)
     traces = chart(page)
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
-    assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [RUN_THRESHOLD, WHATIF_THRESHOLD]
+    assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [WHATIF_THRESHOLD, RUN_THRESHOLD]
     page.screenshot(path=str(ARTIFACTS / "page-whatif.png"), full_page=True)
     page.close()
 
@@ -109,7 +111,7 @@ def test_more_settings_start_at_the_configs_defaults_and_reach_the_request(brows
     page.get_by_text("More settings").click()
     for label, name in MORE_SETTINGS.items():
         shown = page.get_by_label(f"number input for {label}").input_value()
-        assert float(shown) == limits(GenerationConfig, name)["default"], label
+        assert float(shown) == getattr(PAGE_START, name) == limits(GenerationConfig, name)["default"], label
     assert int(page.get_by_label("Seed").input_value()) == limits(GenerationConfig, "seed")["default"]
 
     page.get_by_label("Prompt").fill(PROMPT)
@@ -132,6 +134,8 @@ def write_at_most(page, n_tokens: int) -> None:
 
 # ---- sharing a run ---------------------------------------------------------------------------------
 
+# A link as "Copy link" wrote them before the page started at the margin rule: a threshold with no rule is a
+# perplexity, and opens as one.
 LINKED = {"prompt": "My name is Sam and I", "mode": "raw", "policy": "bild", "threshold": "3.5", "k": "2",
           "rollback_threshold": "12", "max_tokens": "9", "temperature": "0.7", "seed": "42"}
 
@@ -140,7 +144,7 @@ def shown_settings(page) -> dict[str, str]:
     page.get_by_text("More settings").click()
     return {"prompt": page.get_by_label("Prompt").input_value(),
             "raw": str(page.get_by_label("Raw: the model continues the text").is_checked()),
-            "threshold": page.get_by_label("number input for Threshold (perplexity)").input_value(),
+            "threshold": page.locator(".cascade-threshold input[type=number]").input_value(),
             "k": page.get_by_label("number input for k: tokens the small model drafts per check (speculative)")
             .input_value(),
             "rollback_threshold": page.get_by_label("number input for Rollback threshold (bild)").input_value(),
@@ -173,6 +177,7 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
     assert query["prompt"] == LINKED["prompt"] and query["policy"] == "bild" and query["mode"] == "raw"
     assert float(query["threshold"]) == 3.5 and int(query["k"]) == 2 and int(query["seed"]) == 42
+    assert query["rule"] == "perplexity"  # a copied link names its rule
 
     again = browser.new_page(viewport={"width": 1400, "height": 1000})
     again.goto(link + "&run=1")  # and start it at once: the same request writes the same text
@@ -211,7 +216,7 @@ RULES_TRACES = """() => {
   return plot && plot.data ? plot.data.map(t => ({name: t.name, meta: t.meta, x: Array.from(t.x), y: Array.from(t.y)}))
                            : null;
 }"""
-SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "max_tokens": "16", "run": "1"}
+SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "rule": "perplexity", "max_tokens": "16", "run": "1"}
 
 
 def compare_and_read_the_rules(page) -> list[dict]:
@@ -240,7 +245,7 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     finished(page)
     # This page has no router: no learned rule. Another rule: the slider takes its units and default, and
     # the run is re-coloured by it.
-    assert len(rule_options(page, choose="margin between its top two tokens")) == 3
+    assert len(rule_options(page, choose=RULE_TABLE["margin"].label)) == 3
     threshold = page.get_by_label("number input for Threshold (margin, top-1 minus top-2)")
     threshold.wait_for(timeout=15_000)
     margin = RULE_TABLE["margin"].default
@@ -263,7 +268,7 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     assert query["rule"] == ["margin"] and float(query["threshold"][0]) == margin
 
     traces = compare_and_read_the_rules(page)
-    assert [t["name"] for t in traces if t["meta"] == "curve"] == ["the seed's rule", "the entropy rule",
+    assert [t["name"] for t in traces if t["meta"] == "curve"] == ["the perplexity rule", "the entropy rule",
                                                                     "the margin rule"]
     (point,) = [t for t in traces if t["meta"] == "run"]
     assert 0 <= point["x"][0] <= 100 and 0 <= point["y"][0] <= 100
@@ -390,7 +395,7 @@ def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branche
     branches = page.locator(".cascade-branches")
     branches.wait_for(state="visible", timeout=90_000)
     finished(page)
-    assert "2 · from 1 at token" in branches.inner_text() and chosen in branches.inner_text()
+    assert "2 · fork of 1 at token" in branches.inner_text() and chosen in branches.inner_text()
     given = page.locator(".cascade-text .tok.given").inner_text()
     assert given.endswith(chosen) and first_text.startswith(given[:-len(chosen)])
     assert page.inner_text(".cascade-summary") != first_summary

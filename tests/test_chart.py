@@ -169,7 +169,7 @@ def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
     spec = chart.rules_figure_spec(curves, run_point=(0.2, 0.8), break_even=0.06, run_name="this run (cascade)")
     go.Figure(spec)
     lines = [t for t in spec["data"] if t["meta"] == "curve"]
-    assert [t["name"] for t in lines] == ["the seed's rule", "the margin rule"]
+    assert [t["name"] for t in lines] == ["the perplexity rule", "the margin rule"]
     assert lines[1]["x"] == [0, 25, 100] and lines[1]["y"] == [60, 95, 100]
     assert "threshold 0.3" in lines[1]["text"][1]
     (run,) = [t for t in spec["data"] if t["meta"] == "run"]
@@ -179,3 +179,13 @@ def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
     assert "%" in spec["layout"]["xaxis"]["ticksuffix"] and "big model" in spec["layout"]["xaxis"]["title"]["text"]
     without = chart.rules_figure_spec(curves)
     assert {t["meta"] for t in without["data"]} == {"curve"}  # no run point, no break-even measured: none drawn
+
+
+def test_a_run_at_0_or_100_percent_is_drawn_whole_on_the_rules_figure():
+    from cascade.routing.curves import Curve
+
+    curves = {"margin": Curve("margin", (0.0, 1.0), (0.6, 1.0), (0.0, None))}
+    layout = chart.rules_figure_spec(curves, run_point=(0.0, 1.0))["layout"]
+    # The star sits at (0%, 100%): both axes reach past it, so that none of it is cut off.
+    assert layout["xaxis"]["range"][0] < 0 < 100 < layout["xaxis"]["range"][1]
+    assert layout["yaxis"]["range"][1] > 100

@@ -152,7 +152,7 @@ def test_an_answer_the_context_cuts_short_says_so(engine):
 # ---- what the page shows ----------------------------------------------------------------------------
 
 def test_earlier_turns_keep_their_colours_above_the_latest_answer_and_the_chart_is_the_latest(engine):
-    _, first = page_run(engine, QUESTION, threshold=5.0)
+    _, first = page_run(engine, QUESTION, rule="perplexity", threshold=5.0)
     _, history = followup_request(FOLLOW_UP, first)
     # Asking sets the conversation: its line by the prompt, and the earlier turns' panel, with their colours.
     row, words, panel = conversation_line(history, first)

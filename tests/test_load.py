@@ -50,10 +50,10 @@ class CountingEngine(WrappedEngine):
         self.started, self.finished = 0, 0
         self._lock = threading.Lock()
 
-    def generate(self, prompt, config):
+    def generate(self, prompt, config, **options):
         with self._lock:
             self.started += 1
-        for event in self.engine.generate(prompt, config):
+        for event in self.engine.generate(prompt, config, **options):
             if isinstance(event, Summary):
                 with self._lock:
                     self.finished += 1
@@ -186,7 +186,7 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
             job = client.submit(*inputs, api_name="/generate")
             # From before the first update (the page draws four times a second) to well into the stream,
             # which lasts three seconds or more.
-            time.sleep(rng.uniform(0.05, 0.5))
+            time.sleep(rng.uniform(0.03, 0.35))
             streaming = bool(job.outputs())
             if job.done():
                 ended_before_stop += 1

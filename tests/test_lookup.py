@@ -229,7 +229,7 @@ def test_the_chart_plots_copied_tokens_apart_and_the_sentences_count_them(lookup
     assert "copied from earlier in the text" in html.unescape(copied["text"][0])
     sentence = sentences.summary_sentence(s)
     assert f"{s.n_target_tokens} of {s.n_tokens} tokens" in sentence
-    assert f"needed the big model, {s.n_lookup_tokens} were copied from the text" in sentence
+    assert f"and {s.n_lookup_tokens} were copied from the text (purple)" in sentence
     assert f"Prompt lookup proposed {s.n_lookup_proposed} tokens" in sentences.summary_details(s)
     assert f"{s.n_lookup_tokens} were copied from the text" in sentences.stopped_sentence(events)
 

@@ -21,7 +21,7 @@ import gradio as gr  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
-from cascade.engine.config import limits  # noqa: E402
+from cascade.engine.config import PAGE_START, limits  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.serving.settings import model_config  # noqa: E402
@@ -31,16 +31,18 @@ from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
 from cascade.ui.controls import RULE_LABEL  # noqa: E402
-from cascade.ui.generate import GENERATE_INPUTS, compare_updates, make_generate, request_config, stop  # noqa: E402
+from cascade.ui import sentences  # noqa: E402
+from cascade.ui.generate import (GENERATE_INPUTS, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
+                                  stop)
 from cascade.ui.layout import build_demo  # noqa: E402
 from cascade.ui.link import make_apply_link, read_link  # noqa: E402
-from cascade.ui.run import Run, Update  # noqa: E402
+from cascade.ui.run import KEEP, Run, Update, run_update  # noqa: E402
 from cascade.ui.runfile import offer_download, read_run  # noqa: E402
 from cascade.ui.whatif import rule_changed, whatif  # noqa: E402
 from cascade.serving.messages import hide_paths, public_message  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 
-from .helpers import ROOT, SlowEngine, engine_for, engine_text, page_inputs, serve  # noqa: E402
+from .helpers import ROOT, SlowEngine, SlowScoring, engine_for, engine_text, page_inputs, serve  # noqa: E402
 
 PROMPT = "The cat sat on the mat"
 
@@ -114,7 +116,7 @@ def test_compare_runs_the_big_model_alone_on_the_same_prompt(quick_page, toy_eng
     if this["text"] == big["text"]:
         assert "The two texts are <b>identical</b>." in html and diff is None
     else:
-        changed = re.search(r"The texts differ \((\d+) words changed\)", html)
+        changed = re.search(r"The texts differ \((\d+) words? changed\)", html)
         assert changed and int(changed.group(1)) > 0 and diff, "the comparison does not show where the texts differ"
         assert unescape(re.sub(r"<ins[^>]*>.*?</ins>|<[^>]+>", "", diff.group(1), flags=re.S)) == this["text"]
         assert unescape(re.sub(r"<del[^>]*>.*?</del>|<[^>]+>", "", diff.group(1), flags=re.S)) == big["text"]
@@ -127,16 +129,17 @@ def test_compare_draws_each_rules_curve_from_the_big_models_text(quick_page, toy
     assert set(numbers["rules"]) == {"perplexity", "entropy", "margin"}  # no router on this page: no learned curve
     figure = json.loads(rules_chart["plot"])
     curves = [t for t in figure["data"] if t["meta"] == "curve"]
-    assert [t["name"] for t in curves] == ["the seed's rule", "the entropy rule", "the margin rule"]
+    assert [t["name"] for t in curves] == ["the perplexity rule", "the entropy rule", "the margin rule"]
     for trace in curves:
         assert trace["x"][0] == 0 and trace["x"][-1] == 100 and trace["y"] == sorted(trace["y"])
     (point,) = [t for t in figure["data"] if t["meta"] == "run"]
     this_run = numbers["this_run"]
     assert point["x"] == [pytest.approx(100 * this_run["target_share"], abs=1e-3)]
     assert point["y"] == [pytest.approx(100 * this_run["target_agreement"], abs=1e-3)]
-    assert "To match the big model on 95% of tokens, the seed's rule" in rules_text
+    assert "To match the big model on 95% of tokens, the perplexity rule" in rules_text
     assert "the entropy rule" in rules_text and "the margin rule" in rules_text
-    assert summary.startswith(f"**{this_run['n_target_tokens']} of {this_run['n_tokens']} tokens")
+    assert summary.startswith(f"**The big model wrote {this_run['n_target_tokens']} of {this_run['n_tokens']} tokens")
+    assert "the big model alone took" in summary and "(measured just now)" in summary  # the summary, compared
 
 
 def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
@@ -159,7 +162,9 @@ def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
     # The sentence says what the break-even measured here says: on toy models under load, the target
     # alone can come out as fast as sharing (0), and then sharing never pays.
     assert says_where_sharing_pays(last.rules_text, break_even), (break_even, last.rules_text)
-    assert "break-even for this machine" in last.summary and last.summary.startswith(summary)
+    # The summary as it was, but the big model alone's time now measured, not estimated.
+    assert "break-even for this machine" in last.summary and last.summary.startswith(summary.split(" This took")[0])
+    assert "(measured just now)" in last.summary.split("  \n")[0] and "estimated" not in last.summary
 
 
 def says_where_sharing_pays(text: str, break_even: float) -> bool:
@@ -218,10 +223,10 @@ def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads
         if name == "history":  # the hidden field holds the earlier turns as JSON text: none is ""
             assert defaults[name] == history_json(GenerationConfig().history) == "", name
             continue
-        assert defaults[name] == getattr(GenerationConfig(), name), name
-        if name != "threshold":
+        assert defaults[name] == getattr(PAGE_START, name), name
+        if name not in ("rule", "threshold"):  # the page starts at the margin rule; the library at perplexity 5
             assert defaults[name] == limits(GenerationConfig, name)["default"], name
-    assert defaults["threshold"] == RULE_TABLE[defaults["rule"]].default == 5.0
+    assert (defaults["rule"], defaults["threshold"]) == (PAGE_START.rule, PAGE_START.threshold) == ("margin", 0.1)
     assert GENERATE_INPUTS.index("rule") == GENERATE_INPUTS.index("policy") + 1
     assert defaults["mode"] == "chat" and GenerationConfig().chat
 
@@ -263,6 +268,83 @@ def test_a_finished_run_is_offered_as_a_file_that_holds_it(toy_engine):
     assert read_run(Path(download["value"]).read_text())["summary"]["text"] == summary.text
     hidden = offer_download(None)
     assert hidden["visible"] is False
+
+
+# ---- the summary in plain words; the answer finished before the big model scores it ------------------
+
+def page_updates(engine, **changes) -> list[Update]:
+    """The generate handler's updates for the page's defaults with `changes` (16 tokens, perplexity 5)."""
+    inputs = dict(zip(GENERATE_INPUTS, page_inputs(**{"max_tokens": 16, "rule": "perplexity", "threshold": 5.0,
+                                                     **changes})))
+    prompt, mode = inputs.pop("prompt"), inputs.pop("mode")
+    return list(generate_updates(lambda progress: engine, prompt, mode, inputs, lambda *a, **k: None))
+
+
+def first_line(update: Update) -> str:
+    return update.summary.split("  \n")[0]
+
+
+def seconds(x: float) -> str:
+    """A time as the summary writes it."""
+    return f"{x:.2f} s" if x < 1 else f"{x:.1f} s"
+
+
+def test_the_answer_is_marked_finished_before_the_big_model_scores_it(toy_engine):
+    updates = page_updates(SlowScoring(toy_engine, pause_s=2.0))  # longer than a picture interval
+    # The order: the text written, then the answer finished while the big model scores it, then the scores.
+    steps = ["writing" if u.run.running and u.run.summary is None else "scoring" if u.run.scoring else "final"
+             for u in updates]
+    assert steps == sorted(steps, key=["writing", "scoring", "final"].index) and steps.count("scoring") == 1
+    finished, final = updates[steps.index("scoring")], updates[-1]
+    assert steps[-1] == "final" and not final.run.running
+    # Finished: the whole text, its time, and the scoring as a step of its own; no scores (or speed) yet.
+    assert finished.plain_text == final.plain_text and finished.run.summary.wall_s == final.run.summary.wall_s
+    assert "Writing" not in finished.summary and "This took" in finished.summary
+    assert finished.summary.endswith(f"*{sentences.SCORING_STEP}*")
+    assert "tokens/s" not in finished.summary and finished.run.summary.text_ppl_by_target is None
+    # Then the scores, with the scoring's own time, and the speed saying what it counts.
+    summary = final.run.summary
+    assert summary.scoring_s > 0 and summary.text_ppl_by_target is not None
+    assert sentences.SCORING_STEP not in final.summary
+    assert f"The big model then scored the finished answer ({seconds(summary.scoring_s)}," in final.summary
+    assert "tokens/s (generation, reading the prompt included; the scoring after it apart)" in final.summary
+    assert "the first token came after" in final.summary
+
+
+def test_the_summary_begins_with_who_wrote_how_much_and_the_big_model_alones_estimated_time(toy_engine):
+    final = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=9.3))[-1]
+    n, t, took = final.run.summary.n_tokens, final.run.summary.n_target_tokens, final.run.summary.wall_s
+    assert 0 < t < n, "the toy pair at threshold 5 gives the big model some tokens, not all"
+    assert first_line(final) == (f"**The big model wrote {t} of {n} tokens (red). This took {seconds(took)}; the "
+                                 f"big model alone would take about 9.3 s (estimated from this machine's measured "
+                                 f"speeds; press Compare to measure it).**")
+    assert final.run.alone_estimate_s == 9.3
+    # Nothing measured yet: nothing guessed.
+    unknown = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=None))[-1]
+    assert first_line(unknown) == (f"**The big model wrote {t} of {n} tokens (red). This took "
+                                   f"{seconds(unknown.run.summary.wall_s)}.**")
+
+
+def test_the_summary_says_plainly_when_one_model_wrote_it_all(toy_engine):
+    alone = page_updates(SlowScoring(toy_engine, pause_s=0), threshold=1e6)[-1]  # never unsure enough
+    n = alone.run.summary.n_tokens
+    assert alone.run.summary.n_target_tokens == 0 and n > 0
+    assert f"The big model wrote 0 of {n} tokens: this was the small model alone." in first_line(alone)
+    target = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=1.0), policy="target")[-1]
+    assert first_line(target).startswith(f"**The big model wrote all {target.run.summary.n_tokens} tokens itself "
+                                         f"(red): this was the big model alone.")
+    assert "would take" not in target.summary  # no estimate of itself
+
+
+def test_after_compare_the_summary_gives_the_big_model_alones_measured_time(toy_engine):
+    run = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=9.3))[-1].run
+    assert "estimated" in run_update(run).summary
+    updates = [u for u in compare_updates(lambda progress: toy_engine, run, lambda *a, **k: None)
+               if u.summary is not KEEP]
+    alone = updates[-1].run.comparison
+    for update in (updates[0], updates[-1]):  # at once, then with the rules' curves
+        assert f"the big model alone took {seconds(alone.wall_s)}" in first_line(update)
+        assert "(measured just now)" in first_line(update) and "estimated" not in update.summary
 
 
 # ---- the rule: how the small model judges its own token -----------------------------------------
@@ -334,7 +416,7 @@ def test_changing_the_rule_gives_the_slider_that_rules_range_label_and_default(t
 
 
 def test_another_rule_recolours_a_finished_run_as_a_what_if(toy_engine):
-    run = finished_run(toy_engine)  # cascade by the seed's rule, threshold 5
+    run = finished_run(toy_engine, rule="perplexity", threshold=5.0)  # cascade by the perplexity rule, threshold 5
     routing = Routing(run.events)
     for name in ("entropy", "margin"):
         threshold = RULE_TABLE[name].default
@@ -363,7 +445,7 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
         return next(b for b in demo.blocks.values() if getattr(b, "label", None) == RULE_LABEL)
 
     without = rule_control(build_demo(lambda progress: None))
-    assert [v for _, v in without.choices] == ["perplexity", "entropy", "margin"] and without.value == "perplexity"
+    assert [v for _, v in without.choices] == ["perplexity", "entropy", "margin"] and without.value == PAGE_START.rule
     router = toy_router("d.gguf → t.gguf")
     with_router = rule_control(build_demo(lambda progress: None, router=lambda: router))
     assert [v for _, v in with_router.choices] == list(RULE_TABLE)

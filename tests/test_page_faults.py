@@ -175,7 +175,7 @@ ODD_PROMPTS = [
 ]
 # Settings a script may send differently from the page's controls, and the request each means.
 SAME_REQUEST = [
-    ("numbers as text", with_(threshold="5", k="4", max_tokens=" 24 ", seed="0"), NORMAL),
+    ("numbers as text", with_(threshold="5", k="4", max_tokens=" 24 ", seed="0"), with_(threshold=5.0)),
     ("whole numbers as floats", with_(k=4.0, max_tokens=24.0, top_k=0.0, seed=0.0), NORMAL),
     ("an empty seed field (null): the default seed", with_(seed=None), NORMAL),
     ("threshold 0, below the slider: every token to the big model", with_(threshold=0.0), with_(policy="target")),
@@ -357,8 +357,8 @@ class FaultyEngine(WrappedEngine):
         super().__init__(engine)
         self.failed = False
 
-    def generate(self, prompt, config):
-        for i, event in enumerate(self.engine.generate(prompt, config)):
+    def generate(self, prompt, config, **options):
+        for i, event in enumerate(self.engine.generate(prompt, config, **options)):
             if i == 3 and not self.failed:
                 self.failed = True
                 raise OSError(2, "No such file or directory", "/srv/secret-dir/cache/kv.bin")

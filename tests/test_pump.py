@@ -112,3 +112,19 @@ def test_the_interval_may_change_between_batches():
         stamps = [(time.monotonic(), list(b)) for b in pump.batches(lambda: next(gaps))]
     assert stamps[1][0] - stamps[0][0] >= 0.33 and len(stamps[1][1]) >= 3  # waited, and took all that came
     assert [e for _, b in stamps for e in b] == list(range(6))
+
+
+def test_an_event_asked_for_at_once_does_not_wait_out_the_interval():
+    """The page's finished mark: the batch ending with it is handed on as soon as it comes."""
+    def events():
+        yield 1
+        time.sleep(0.05)
+        yield "written"
+        time.sleep(0.5)
+        yield 2
+
+    with EventPump(events()) as pump:
+        started = time.monotonic()
+        batches = pump.batches(10.0, at_once=lambda e: e == "written")
+        assert next(batches) == [1]
+        assert next(batches) == ["written"] and time.monotonic() - started < 1.0

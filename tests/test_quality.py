@@ -30,17 +30,18 @@ def report(name="humaneval-test.json", n=10, results=None) -> Report:
 def test_the_sentence_gives_both_models_and_this_setting_with_its_speed():
     words = quality_sentence(GenerationConfig(policy="cascade", threshold=5.0), *CODER, [report()])
     assert words.startswith("On 10 coding problems (HumanEval, checked by running their tests; measured 2026-12-01), "
-                            "the big model alone solved 70%, the small one 40%, and sharing at threshold 5 60%, "
-                            "1.50× as fast as the big model (Qwen2.5-Coder 0.5B → 1.5B pair, 2 CPU threads; "
-                            "source: humaneval-test.json, written by `python -m cascade tasks`).")
+                            "the big model alone solved 70%, the small one 40%, and sharing at threshold 5 solved "
+                            "60%, 1.50× as fast as the big model alone (Qwen2.5-Coder 0.5B → 1.5B pair, 2 CPU "
+                            "threads; speeds count generation, reading the prompt included; source: "
+                            "humaneval-test.json, written by `python -m cascade tasks`).")
     assert "another pair" not in words
 
 
 def test_an_unmeasured_threshold_takes_the_nearest_measured_and_says_so():
     words = quality_sentence(GenerationConfig(policy="cascade", threshold=2.0), *CODER, [report()])
-    assert "sharing at threshold 1.5 (the measured setting nearest yours) 70%, 1.10× as fast" in words
+    assert "sharing at threshold 1.5 (the measured setting nearest yours) solved 70%, 1.10× as fast" in words
     spec = quality_sentence(GenerationConfig(policy="speculative", k=4), *CODER, [report()])
-    assert "speculative decoding with k=4 70%, 0.70× as fast" in spec
+    assert "speculative decoding with k=4 solved 70%, 0.70× as fast" in spec
 
 
 def test_a_way_not_measured_is_said_to_be_so_and_the_baselines_still_shown():

@@ -293,6 +293,8 @@ def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_pa
             tip = page.locator("body > .cascade-alts")
             tip.wait_for(state="visible", timeout=5_000)
             assert tip.locator(".alts-columns > div").count() == 2 and tip.locator("tr").count() == 10
+            # It offers nothing it cannot do: no "Click the token to write on from one of these".
+            assert tip.locator(".alts-hint").count() == 0 and "Click" not in tip.inner_text()
             page.click(".cascade-text .tok.red")
             assert tip.locator("tr.choice").count() == 0
             page.mouse.move(0, 0)

@@ -2,33 +2,177 @@
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 
-from cascade.ui import sentences
+from cascade.engine.events import ModelStats
+from cascade.ui import diff, sentences
 
 from .recorded import CASCADE, summary
 
 
-def test_the_summary_sentence_reads_like_a_sentence():
-    assert sentences.summary_sentence(summary()) == "12 of 80 tokens (15%) needed the big model · 18.3 tokens/s"
-    assert sentences.summary_sentence(summary(policy="target", by_target=80)).startswith("The big model wrote all 80")
-    details = sentences.summary_details(summary())
-    assert "measured" in details and "12 it was unsure of" in details
+# ---- the summary: a first line anyone reads, then the details -----------------------------------------
+
+def test_the_first_line_says_how_many_tokens_the_big_model_wrote_and_how_long_it_took():
+    assert sentences.summary_sentence(summary(wall=6.4)) == "The big model wrote 12 of 80 tokens (red). This took 6.4 s."
+    copied = sentences.summary_sentence(summary(wall=6.4, n_lookup_tokens=10))
+    assert copied == ("The big model wrote 12 of 80 tokens (red), and 10 were copied from the text (purple). "
+                      "This took 6.4 s.")
+    assert sentences.summary_sentence(summary(n=0, by_target=0, wall=0.31)) == "No tokens were written (0.31 s)."
+
+
+def test_the_first_line_says_plainly_when_one_model_wrote_it_all():
+    # Cascade where the small model was sure of every token: the big model never ran.
+    alone = sentences.summary_sentence(summary(by_target=0, wall=4.0))
+    assert alone == "The big model wrote 0 of 80 tokens: this was the small model alone. This took 4.0 s."
+    # Speculative decoding where the big model kept every drafted token: it ran, to check them.
+    checked = sentences.summary_sentence(summary(policy="speculative", by_target=0,
+                                                 target=ModelStats(calls=9, seconds=1.0)))
+    assert "0 of 80 tokens: it checked the small model's and kept them all." in checked
+    target = sentences.summary_sentence(summary(policy="target", by_target=80, wall=9.0), 9.5)
+    assert target == "The big model wrote all 80 tokens itself (red): this was the big model alone. It took 9.0 s."
+
+
+def test_the_first_line_gives_the_big_model_alones_time_estimated_or_measured_or_nothing():
+    run = summary(wall=6.4)
+    assert sentences.summary_sentence(run, 9.1) == (
+        "The big model wrote 12 of 80 tokens (red). This took 6.4 s; the big model alone would take about 9.1 s "
+        "(estimated from this machine's measured speeds; press Compare to measure it).")
+    assert sentences.summary_sentence(run, 10.24, measured=True, alone_tokens=80) == (
+        "The big model wrote 12 of 80 tokens (red). This took 6.4 s; the big model alone took 10.2 s (measured "
+        "just now).")
+    assert "alone took 10.2 s for its 131 tokens (measured just now)." in sentences.summary_sentence(
+        run, 10.24, measured=True, alone_tokens=131)
+    assert "alone" not in sentences.summary_sentence(run)  # nothing measured yet: nothing guessed
+
+
+def test_under_the_first_line_the_first_token_each_models_time_and_what_the_speed_counts():
+    run = summary(wall=6.4, first_token_s=0.62, draft=ModelStats(seconds=2.1), target=ModelStats(calls=12, seconds=3.9))
+    assert sentences.timing_sentence(run) == (
+        "Measured on this machine: the first token came after 0.62 s (the models read the prompt first); of the "
+        "6.4 s, the small model worked 2.1 s and the big model worked 3.9 s; the rest (0.40 s) went to choosing "
+        "who writes and keeping count.")
+    assert sentences.speed_sentence(run) == ("Speed: 12.5 tokens/s (generation, reading the prompt included; the "
+                                             "scoring after it apart).")
+    assert sentences.timing_sentence(summary()) == ""  # nothing measured: nothing said
+    details = sentences.summary_details(run)
+    assert details.startswith(sentences.timing_sentence(run)) and "12 it was unsure of" in details
+
+
+def test_the_scoring_says_what_it_found_in_words_with_its_own_time():
+    scored = sentences.scoring_sentence(summary(wall=6.4, text_ppl_by_target=4.23, target_agreement=0.71,
+                                                scoring_s=3.86))
+    assert scored == ("The big model then scored the finished answer (3.9 s, not part of the 6.4 s above): at 71% "
+                      "of the tokens it would have chosen the same token itself, and its perplexity of the text is "
+                      "4.2 (how surprised it was, on average: 1 means it expected every token).")
+    assert "same token" not in sentences.scoring_sentence(summary(policy="target", by_target=80, text_ppl_by_target=2))
+    assert sentences.scoring_sentence(summary()) is None  # not scored (yet)
+    assert sentences.scoring_sentence(summary(stop_reason="cancelled", text_ppl_by_target=3.1)) is None
 
 
 def test_a_stopped_run_is_summarised_from_what_was_streamed():
-    assert sentences.stopped_sentence(CASCADE).startswith("Stopped after 5 tokens · 1 of 5 (20%) needed the big "
-                                                          "model")
+    assert sentences.stopped_sentence(CASCADE).startswith("Stopped after 5 tokens: the big model wrote 1 of 5 (red).")
+    assert "tokens/s (generation, reading the prompt included)" in sentences.stopped_sentence(CASCADE)
     assert sentences.stopped_sentence([]) == "Stopped before the first token."
 
 
-def test_word_diff_gives_both_texts_back():
-    a, b = "The cat sat on the mat.\nIt slept.", "The cat lay on the  mat.\nIt slept well."
-    pieces = sentences.word_diff(a, b)
-    assert "".join(t for op, t in pieces if op != "insert") == a
-    assert "".join(t for op, t in pieces if op != "delete") == b
-    assert ("delete", "sat") in pieces and ("insert", "lay") in pieces
-    assert sentences.word_diff(a, a) == [("equal", a)]
+# ---- the comparison's diff (`diff.py`): code by line, prose by word --------------------------------
+
+PROSE = ("The cat sat on the mat.\nIt slept.", "The cat lay on the  mat.\nIt slept well.")
+CODE = ("```python\ndef is_palindrome(word):\n    if word == word[::-1]:\n        return True\n    return False\n```",
+        "```python\ndef is_palindrome(word):\n    word = word.lower()\n    return word == word[::-1]\n```")
+MIXED = ("Here it is:\n```python\nx = 1\nif x:\n    print(x)\n```\nThis prints one.",
+         "Here you go:\n```python\nx = 1\nelif x:\n    print(x)\n```\nThis prints 1.")
+
+
+def seen(markup: str) -> str:
+    """The diff's text as a reader sees it: tags gone, and the space an inserted word keeps from the
+    deleted one before it (a margin, not text) drawn as a space."""
+    spaced = re.sub(r'<ins [^>]*margin-left:[^>]*>', " ", markup)
+    return html.unescape(re.sub(r"<[^>]+>", "", spaced))
+
+
+@pytest.mark.parametrize("a, b", [PROSE, CODE, MIXED], ids=["prose", "code", "mixed"])
+def test_the_diff_gives_both_texts_back(a, b):
+    pieces = diff.pieces(a, b)
+    assert "".join(t for op, _, t in pieces if op != "insert") == a
+    assert "".join(t for op, _, t in pieces if op != "delete") == b
+    assert diff.pieces(a, a) == [("equal", kind, t) for _, kind, t in diff.pieces(a, a)]
+    # The HTML too (what the page's test reads): without the insertions it is `a`, without the deletions `b`.
+    markup = diff.diff_html(a, b)
+    assert html.unescape(re.sub(r"<ins[^>]*>.*?</ins>|<[^>]+>", "", markup, flags=re.DOTALL)) == a
+    assert html.unescape(re.sub(r"<del[^>]*>.*?</del>|<[^>]+>", "", markup, flags=re.DOTALL)) == b
+
+
+def test_prose_is_compared_by_word():
+    pieces = diff.pieces(*PROSE)
+    assert ("delete", "prose", "sat") in pieces and ("insert", "prose", "lay") in pieces
+    assert ("delete", "prose", "slept.") in pieces and ("insert", "prose", "slept well.") in pieces
+    assert {kind for _, kind, _ in pieces} == {"prose"}
+    assert diff.changed(*PROSE) == "3 words changed"  # sat→lay, slept.→slept well.: each change its longer side
+
+
+def test_code_is_compared_by_line_and_shows_which_lines_changed():
+    pieces = diff.pieces(*CODE)
+    assert ("delete", "code", "    if word == word[::-1]:\n        return True\n    return False\n") in pieces
+    assert ("insert", "code", "    word = word.lower()\n    return word == word[::-1]\n") in pieces
+    assert ("equal", "code", "```python\ndef is_palindrome(word):\n") in pieces
+    assert diff.changed(*CODE) == "3 lines changed"
+    markup = diff.diff_html(*CODE)
+    # Changed lines are whole bands in a monospace font, struck through (this run's) or underlined (the big
+    # model's); unchanged lines stay in the same font.
+    deleted = re.search(r'<del class="diff-delete diff-lines" style="([^"]*)">', markup).group(1)
+    assert "display:block" in deleted and "monospace" in deleted and "line-through" in deleted
+    assert "white-space:pre" in deleted
+    assert '<ins class="diff-insert diff-lines"' in markup and '<span class="diff-code"' in markup
+
+
+def test_the_fenced_parts_are_compared_by_line_and_the_rest_by_word():
+    pieces = diff.pieces(*MIXED)
+    assert ("delete", "code", "if x:\n") in pieces and ("insert", "code", "elif x:\n") in pieces
+    assert ("delete", "prose", "it is:") in pieces and ("insert", "prose", "you go:") in pieces
+    assert ("delete", "prose", "one.") in pieces and ("insert", "prose", "1.") in pieces
+    assert diff.changed(*MIXED) == "1 line and 3 words changed"
+
+
+@pytest.mark.parametrize("a, b, reads", [
+    ("if x", "elif x", "if elif x"),
+    ("Quantum physics and relativity unify as a theory.", "Quantum physics and relativity are a theory.",
+     "relativity unify as are a theory."),
+    ("The cat sat on it", "A dog lay on it", "The cat sat A dog lay on it"),  # one change, not three glued pairs
+    ("It ends with cat", "It ends with dog", "with cat dog"),
+])
+def test_a_deleted_word_and_an_inserted_one_are_never_glued_together(a, b, reads):
+    markup = diff.diff_html(a, b)
+    assert reads in seen(markup)
+    assert len(re.findall("<del", markup)) == len(re.findall("<ins", markup)) == 1
+
+
+def test_the_diff_escapes_both_texts():
+    a = 'Say <b>hi</b> & "bye"\n```html\n<script>alert(1)</script>\n```'
+    b = 'Say <i>hi</i> & "bye"\n```html\n<script>alert(2)</script>\n```'
+    markup = diff.diff_html(a, b)
+    assert "<script>" not in markup and "<b>" not in markup and "<i>" not in markup
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup and "&lt;i&gt;hi&lt;/i&gt;" in markup
+
+
+def test_the_comparison_says_how_many_lines_of_code_changed():
+    out = sentences.compare_html(summary(text=CODE[0]), summary(text=CODE[1], policy="target", by_target=80))
+    assert "The texts differ (3 lines changed)" in out and 'class="cascade-diff"' in out
+    assert "</div>" not in out.split('class="cascade-diff"')[1][:-len("</div></div>")]  # one box, no box inside
+
+
+def test_a_fence_is_found_where_a_line_starts_and_runs_on_until_it_closes():
+    text = "Use ```x``` inline.\n````py\na = 1\n```\n~~~~\nstill code\n  `````\nprose\n~~~\ntilde"
+    kinds = [(kind, text[s:e]) for kind, s, e in diff.parts(text)]
+    # Only a fence of the same character, at least as long, closes one; one not closed yet runs to the end.
+    assert kinds == [("prose", "Use ```x``` inline.\n"), ("open", "````py\n"),
+                     ("code", "a = 1\n```\n~~~~\nstill code\n"), ("close", "  `````\n"), ("prose", "prose\n"),
+                     ("open", "~~~\n"), ("code", "tilde")]
+    assert [k for k, _, _ in diff.parts("```python")] == ["open"]  # an answer that has just opened its fence
+    assert diff.parts("") == []
 
 
 def test_the_comparison_shows_both_measured_speeds_and_the_differences():
@@ -36,6 +180,9 @@ def test_the_comparison_shows_both_measured_speeds_and_the_differences():
                                                                 wall=4.0)
     out = sentences.compare_html(run, alone)
     assert "40.0 tokens/s" in out and "20.0 tokens/s" in out and "2.00× as fast" in out
+    # The verdict says what both speeds count (the big model's scoring after each left out), and the times.
+    assert ("2.00× as fast as the big model alone: 2.0 s against 4.0 s (generation, reading the prompt included; "
+            "the scoring after it apart).") in html.unescape(out)
     assert "&lt;cat&gt;" in out and "<cat>" not in out
     assert '<del class="diff-delete"' in out and '<ins class="diff-insert"' in out
     slower = sentences.compare_html(summary(wall=8.0), alone)
@@ -58,7 +205,7 @@ def test_the_comparison_shows_the_writing_speeds_and_warns_when_lengths_differ()
     alone = summary(n=111, policy="target", by_target=111, wall=23.0, first_token_s=1.0)  # 110 in 22 s
     out = sentences.compare_html(run, alone)
     assert "writing speed (after the first token)" in out and "10.0 tokens/s" in out and "5.0 tokens/s" in out
-    assert "7.0 tokens/s" in out and "4.8 tokens/s" in out  # and the speeds from pressing Generate
+    assert "7.0 tokens/s" in out and "4.8 tokens/s" in out  # and the speeds with the prompt's reading
     assert "differ in length (14 and 111 tokens)" in out
     assert "writing speeds compare more fairly" in out
     unknown = sentences.compare_html(summary(), summary(policy="target", by_target=80))
@@ -67,17 +214,12 @@ def test_the_comparison_shows_the_writing_speeds_and_warns_when_lengths_differ()
 
 # ---- the rule, the big model's view of the text, which rule decides best ------------------------------
 
-def test_the_summary_names_a_rule_other_than_the_seeds_and_how_the_big_model_reads_the_text():
-    plain = sentences.summary_sentence(summary(rule="perplexity", text_ppl_by_target=3.14, target_agreement=0.9))
-    assert plain == ("12 of 80 tokens (15%) needed the big model · 18.3 tokens/s · the big model would have "
-                     "written 90% of these tokens itself · the big model's perplexity of this text: 3.1")
-    assert "judged by the entropy rule" in sentences.summary_sentence(summary(rule="entropy"))
-    assert "judged by the learned router" in sentences.summary_sentence(summary(rule="learned"))
-    # Absent or cancelled: nothing said.
-    assert sentences.summary_sentence(summary()) == "12 of 80 tokens (15%) needed the big model · 18.3 tokens/s"
-    cancelled = summary(stop_reason="cancelled", text_ppl_by_target=3.1, target_agreement=0.9)
-    assert "perplexity of this text" not in sentences.summary_sentence(cancelled)
-    assert "would have written" not in sentences.summary_sentence(cancelled)
+def test_the_details_say_what_the_rule_does_in_words():
+    assert ("judged by the perplexity rule (how unsure the small model is of the token it chose)"
+            in sentences.summary_details(summary(rule="perplexity")))
+    assert "judged by the entropy rule (how spread out" in sentences.summary_details(summary(rule="entropy"))
+    assert "judged by the learned router" in sentences.summary_details(summary(rule="learned"))
+    assert "judged by" not in sentences.summary_details(summary(policy="speculative"))  # no rule decided
 
 
 def curve(rule, shares, agreements):
@@ -91,7 +233,7 @@ def test_the_rules_sentence_says_what_each_rule_needs_to_match_the_big_model():
               "entropy": curve("entropy", (0, 0.2, 1), (0.5, 0.9, 0.94)),
               "learned": curve("learned", (0, 0.18, 1), (0.5, 0.96, 1))}
     assert sentences.rules_sentence(curves, 0.06) == (
-        "To match the big model on 95% of tokens, the seed's rule needs it for 31% of them, the entropy rule "
+        "To match the big model on 95% of tokens, the perplexity rule needs it for 31% of them, the entropy rule "
         "never reaches 95% here, the learned router for 18%; on this machine sharing pays only below 6%.")
     assert sentences.rules_sentence(curves, None).endswith("the learned router for 18%.")
     assert "sharing pays at any share" in sentences.rules_sentence(curves, 1.0)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import html
+import json
 import re
+from dataclasses import replace
+from html.parser import HTMLParser
 
 from cascade.engine.analysis import Routing
+from cascade.engine.config import GenerationConfig
 from cascade.engine.events import TokenEvent
 from cascade.ui import tokens
+from cascade.ui.runfile import run_html
 from cascade.ui.style import RED
 
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev, spans
@@ -133,3 +138,121 @@ def test_a_run_judged_by_another_rule_tells_its_number_in_the_hover():
     markup = html.unescape(tokens.tokens_html(Routing(escalated), run_rule="margin"))
     assert "was unsure of it (the small model's margin was below the threshold)" in markup
     assert "the small model's margin for its proposal (margin rule): 0.050" in markup
+
+
+# ---- code shown as code ----------------------------------------------------------------------------
+
+class Tokens(HTMLParser):
+    """The token elements of a panel, each (text, its classes, its data-alt, inside a code block?)."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[tuple[str, str, str | None]] = []  # (tag, class, data-alt) of each open element
+        self.tokens: list[tuple[str, str, str | None, bool]] = []
+        self.feed(markup)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.open.append((tag, attrs.get("class") or "", attrs.get("data-alt")))
+        if "tok" in (attrs.get("class") or "").split():
+            self.tokens.append(("", attrs["class"], attrs.get("data-alt"), self.in_block))
+
+    def handle_endtag(self, tag):
+        self.open.pop()
+
+    def handle_data(self, data):
+        if self.open and "tok" in self.open[-1][1].split():
+            text, cls, alt, block = self.tokens[-1]
+            self.tokens[-1] = (text + data, cls, alt, block)
+
+    @property
+    def in_block(self) -> bool:
+        return any(cls == "cascade-code" for _, cls, _ in self.open)
+
+
+def block_text(markup: str) -> str:
+    """The text in the code block (refused drafts, not part of the text, left out)."""
+    return "".join(text for text, cls, _, block in Tokens(markup).tokens if block and "discarded" not in cls)
+
+
+def topped(e: TokenEvent) -> TokenEvent:
+    """The event with both models' likeliest tokens, so its span carries the hover's data."""
+    return replace(e, draft_top=((e.text, 0.9),), target_top=((e.text, 0.8),))
+
+
+# An answer with prose, a fence split across three tokens ("``", "`py", "thon\n"), code with a token of the
+# big model's and a refused draft in it, a closing fence in the same token as the prose after it.
+FENCED = [topped(e) for e in [
+    ev(0, "Here", draft_ppl=1.1), ev(1, ":\n", draft_ppl=1.2), ev(2, "``", draft_ppl=1.3),
+    ev(3, "`py", source="target", draft_ppl=8.0, target_ppl=1.1), ev(4, "thon\n", draft_ppl=1.1),
+    ev(5, "def", draft_ppl=1.2), ev(6, " f():\n    ", draft_ppl=1.3),
+    ev(7, " x", status="rejected", draft_ppl=1.5, target_ppl=30.0),
+    ev(7, "pass", source="target", draft_ppl=9.0, target_ppl=1.2),
+    ev(8, "\n```\n\nDone", draft_ppl=1.1)]]
+
+
+def test_fenced_code_is_a_monospace_block_whose_tokens_keep_their_colour_and_hover():
+    panel = tokens.text_panel(Routing(FENCED), run_threshold=5.0)
+    assert panel.count('<span class="cascade-code"') == 1
+    style = re.search(r'<span class="cascade-code" style="([^"]*)"', panel).group(1)
+    assert "monospace" in style and "white-space:pre;" in style and "display:block" in style
+    found = Tokens(panel).tokens
+    assert block_text(panel) == "```python\ndef f():\n    pass\n```\n"  # the fences' lines in the block, dimmed
+    assert "code-fence" in panel and tokens.FENCE_STYLE in panel
+    # Outside the block, prose: the text before the fence and after its closing line.
+    assert "".join(t for t, _, _, block in found if not block) == "Here:\n\nDone"
+    # Every token keeps its writer's class and its hover data, inside the block as outside it.
+    assert ("pass", "tok red target") == next((t, c) for t, c, _, _ in found if t == "pass")
+    assert all(alt for _, _, alt, _ in found)
+    assert spans(panel, "discarded") == [" x"] and '<s class="tok discarded"' in panel.split("cascade-code")[1]
+    # The whole text, in order, as the models wrote it: the plain text to copy is the same.
+    assert "".join(t for t, c, _, _ in found if "discarded" not in c) == "".join(e.text for e in accepted(FENCED))
+
+
+def test_a_token_across_the_edge_of_a_block_is_drawn_in_parts_each_with_its_class_and_data():
+    found = Tokens(tokens.tokens_html(Routing(FENCED))).tokens
+    closing = [(t, c, block) for t, c, alt, block in found if alt and json.loads(alt)[2] == 8]
+    # "\n```\n\nDone": the code's last newline, the closing fence's line, then prose after the block.
+    assert closing == [("\n", "tok draft", True), ("```\n", "tok draft", True), ("\nDone", "tok draft", False)]
+    assert len({alt for _, _, alt, _ in found if alt and json.loads(alt)[2] == 8}) == 1  # the same data
+
+
+def test_a_fence_still_open_while_the_answer_streams_runs_to_the_end_of_the_text():
+    streaming = FENCED[:7]  # "…def f():\n    ", no closing fence yet
+    panel = tokens.text_panel(Routing(streaming), run_threshold=5.0)
+    assert block_text(panel) == "```python\ndef f():\n    "
+    assert panel.count("<span") == panel.count("</span>")  # the block is closed in the HTML all the same
+    half = tokens.tokens_html(Routing(FENCED[:3]))  # "Here:\n``": not a fence yet
+    assert "cascade-code" not in half and block_text(tokens.tokens_html(Routing(FENCED[:4]))) == "```py"
+
+
+def test_an_answer_start_that_opens_the_fence_puts_the_models_code_in_the_block():
+    code = [ev(0, "def", draft_ppl=1.2), ev(1, " f", source="target", target_ppl=1.1), ev(2, "():\n", draft_ppl=1.1)]
+    panel = tokens.text_panel(Routing(code), run_threshold=5.0, given="```python\n")
+    found = Tokens(panel).tokens
+    assert [(t, c, block) for t, c, _, block in found] == [
+        ("```python\n", "tok given", True), ("def", "tok draft", True), (" f", "tok red target", True),
+        ("():\n", "tok draft", True)]
+    assert panel.index("cascade-code") < panel.index("tok given")
+    # A start that is prose, then the fence: the prose stays outside, grey all the same.
+    found = Tokens(tokens.tokens_html(Routing(code), given="Sure:\n```python\n")).tokens
+    assert [(t, block) for t, c, _, block in found if c == "tok given"] == [("Sure:\n", False), ("```python\n", True)]
+
+
+def test_the_what_if_recolours_the_tokens_inside_the_block():
+    panel = tokens.text_panel(Routing(FENCED), run_threshold=5.0, threshold=1.15)
+    assert 'data-view="whatif"' in panel and block_text(panel) == "```python\ndef f():\n    pass\n```\n"
+    inside = [c for t, c, _, block in Tokens(panel).tokens if block]
+    assert "tok red whatif-target" in inside and "tok whatif-draft" in inside
+
+
+def test_text_without_a_fence_has_no_block():
+    assert "cascade-code" not in tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+
+
+def test_the_saved_run_file_draws_the_same_block():
+    config = GenerationConfig(policy="cascade", threshold=5.0, max_tokens=16, chat=True)
+    page = run_html("Write f", config, FENCED, None, models={"draft": "d.gguf", "target": "t.gguf"},
+                    machine={"cpu": "toy", "cores": 2, "threads": 2}, created="today")
+    assert f'<span class="cascade-code" style="{tokens.CODE_STYLE}">' in page
+    assert block_text(page.split('<section class="cascade-result">')[1].split("</section>")[0]).startswith("```python")

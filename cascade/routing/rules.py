@@ -75,16 +75,16 @@ def _number(x: float) -> str:
 RULE_TABLE: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("perplexity", "perplexity of its own token (the seed's rule)",
+        Rule("perplexity", "how unsure it is of its token (perplexity)",
              "the draft's perplexity of the token it proposes, exp(-log p); escalate above the threshold",
              "perplexity, 1 = certain", 5.0, 0.0, 1e6, 0.1, log_scale=True),
-        Rule("entropy", "entropy of its whole distribution",
+        Rule("entropy", "how spread out its guesses are (entropy)",
              "the entropy of the draft's distribution over all tokens, in nats; escalate above the threshold",
              "entropy in nats, 0 = certain", 3.8, 0.0, 12.0, 0.05),
-        Rule("margin", "margin between its top two tokens",
+        Rule("margin", "how close its two best guesses are (margin)",
              "the draft's top-1 minus top-2 probability; escalate below the threshold",
              "top-1 minus top-2 probability, 1 = certain", 0.04, 0.0, 1.0, 0.01, below=True),
-        Rule("learned", "a learned router's prediction",
+        Rule("learned", "a router's guess that the big model differs (learned)",
              "a logistic regression over the draft's features predicting that the target would write another "
              "token; escalate above the threshold", "probability the big model differs", 0.7, 0.0, 1.0, 0.01),
     )

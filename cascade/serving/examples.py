@@ -20,10 +20,18 @@ class Example:
     prompt: str
     chat: bool
     copy: bool = False  # the answer copies long spans of the prompt (where prompt lookup pays)
+    first: bool = False  # the page starts with this prompt, and lists it first
+    # Offered on the page only: the benchmark never runs it, so that its figures keep their prompts.
+    page_only: bool = False
 
 
-def load_examples(path: Path = EXAMPLES_FILE) -> list[Example]:
-    return [Example(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+def load_examples(path: Path = EXAMPLES_FILE, page: bool = False) -> list[Example]:
+    """The examples in the file's order: the benchmark's (`page` False), or the page's (`page` True: the
+    page-only ones too, the one marked first at the head)."""
+    examples = [Example(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+    if not page:
+        return [e for e in examples if not e.page_only]
+    return sorted(examples, key=lambda e: not e.first)  # (a stable sort: the others keep their order)
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,12 @@ class EventPump:
         if self._error is not None:
             raise self._error
 
-    def batches(self, every: float | Callable[[], float]) -> Iterator[Sequence[Any]]:
+    def batches(self, every: float | Callable[[], float],
+                at_once: Callable[[Any], bool] = lambda _event: False) -> Iterator[Sequence[Any]]:
         """The events in order, in batches at most one per `every` seconds (a number, or a function asked
-        before each batch; the first as soon as there is one, the last as soon as the generation ends).
+        before each batch; the first as soon as there is one, the last as soon as the generation ends),
+        except that an event for which `at_once` is true is handed on without waiting out the interval
+        (the answer marked written, before a pass the reader shows as a step of its own).
         An exception of the generation is raised here."""
         interval = every if callable(every) else (lambda: every)
         taken, last = 0, float("-inf")
@@ -116,7 +119,7 @@ class EventPump:
                 while taken == len(self._received) and not self._done:
                     self._changed.wait()
                 wait = last + gap - time.monotonic()
-                while wait > 0 and not self._done:
+                while wait > 0 and not self._done and not at_once(self._received[-1]):
                     self._changed.wait(wait)
                     wait = last + gap - time.monotonic()
                 batch, done = self._received[taken:], self._done

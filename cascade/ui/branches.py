@@ -1,21 +1,29 @@
 """A session's runs as branches, and forks from a token.
 
-Every run of a session (a generation, a fork, a follow-up) is kept as a `Branch`, listed by the answer
-so a visitor can show any of them again, with its request back in the controls. A fork starts from a
-token of a finished run: a token chosen in a token's pinned table (`hover.py`) becomes the end of the
-next run's given start (`fork_prefix`), and that run is a branch of its own that says where it came from.
+Every run of a session (a generation, a fork, a follow-up) is kept as a `Branch`, listed under the answer
+so a visitor can show any of them again, with its request back in the controls; each is labelled by what
+it changed (`what_differs`): a fork by its token, a follow-up by its question, another run by the prompt
+or the settings that differ from the branch before. A fork starts from a token of a finished run: a
+token chosen in a token's pinned table (`hover.py`) becomes the end of the next run's given start
+(`fork_prefix`), it writes with that run's own settings (`fork_request`: the controls are set back to
+them, and the page says which it set back), and that run is a branch of its own that says where it came
+from.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import gradio as gr
 
-from . import conversation, sentences
+from ..engine.config import GenerationConfig
+from ..engine.policies import POLICY_TABLE
+from . import conversation, rulewords, sentences
+from .generate import GENERATE_INPUTS, SETTINGS
 from .run import BRANCH_OUTPUTS, Run, Update, run_update
-from .style import visible
+from .style import fmt_threshold, visible
 
 # Runs a session keeps as branches (each with its events and both models' alternatives); past it, the
 # oldest is let go, and the list says so.
@@ -38,18 +46,74 @@ class Branch:
     run: Run
     fork: Fork | None = None  # None: a run of its own (Generate), not a fork
     after: int | None = None  # a follow-up: the branch whose answer it follows (None: not one, or let go)
+    change: str = ""  # what it asked differently from the branch before it (`what_differs`)
 
     @property
     def label(self) -> str:
         f = self.fork
         if f is not None:
-            return f"{self.number} · from {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
-        words = " ".join(self.run.prompt.split())
-        words = words[:48] + "…" if len(words) > 48 else words
+            return f"{self.number} · fork of {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
         if self.run.earlier:
-            return f"{self.number} · follow-up to {self.after}: {words}" if self.after else \
-                f"{self.number} · follow-up {len(self.run.earlier) + 1}: {words}"
-        return f"{self.number} · {words}"
+            question = shortened(self.run.prompt, LABEL_WORDS)
+            return f"{self.number} · follow-up to {self.after}: {question}" if self.after else \
+                f"{self.number} · follow-up {len(self.run.earlier) + 1}: {question}"
+        return f"{self.number} · {self.change or quoted(self.run.prompt)}"
+
+
+# ---- what a branch changed -----------------------------------------------------------------------------
+
+LABEL_WORDS = 40  # characters of a prompt or a question a label keeps
+
+# A setting in a label or a sentence, by field: its name in words (the rule and its threshold go together).
+SETTING_WORDS = {"k": "k", "rollback_threshold": "rollback threshold", "bild_window": "most unchecked tokens",
+                 "lookup_ngram": "longest n-gram", "max_tokens": "most tokens", "temperature": "temperature",
+                 "top_p": "top-p", "top_k": "top-k", "seed": "seed"}
+
+
+def shortened(text: str, most: int) -> str:
+    """`text` on one line, cut after a whole word to at most `most` characters (and "…")."""
+    words = " ".join(text.split())
+    if len(words) <= most:
+        return words
+    cut = words[:most + 1].rsplit(" ", 1)[0] if " " in words[most // 2:most + 1] else words[:most]
+    return cut.rstrip() + "…"
+
+
+def quoted(text: str) -> str:
+    return f"“{shortened(text, LABEL_WORDS)}”"
+
+
+def _number(value: Any) -> str:
+    return fmt_threshold(value) if isinstance(value, float) else str(value)
+
+
+def rule_words(config: GenerationConfig) -> str:
+    """The rule and its threshold, as a label says them: "margin 0.1"."""
+    return f"{config.rule} {fmt_threshold(config.threshold)}"
+
+
+def what_differs(before: Run | None, run: Run) -> str:
+    """What `run` asked differently from `before` (the branch before it), in a few words for its label:
+    its prompt when that changed, then each setting that changed ("margin 0.2", "speculative", "k 2");
+    the first run, its prompt; the same request again, "the same request again"."""
+    if before is None:
+        return quoted(run.prompt)
+    old, new = before.config, run.config
+    changes = [quoted(run.prompt)] if run.prompt != before.prompt else []
+    if new.chat != old.chat:
+        changes.append("chat" if new.chat else "raw")
+    if new.policy != old.policy:
+        changes.append(new.policy)
+    uses_rule = new.policy in POLICY_TABLE and POLICY_TABLE[new.policy].uses_rule
+    if uses_rule and (new.rule, new.threshold) != (old.rule, old.threshold):
+        changes.append(rule_words(new))
+    changes += [f"{words} {_number(getattr(new, name))}" for name, words in SETTING_WORDS.items()
+                if getattr(new, name) != getattr(old, name)]
+    if new.system != old.system:
+        changes.append(f"system message {quoted(new.system)}" if new.system else "no system message")
+    if new.answer_prefix != old.answer_prefix:
+        changes.append(f"starts with {quoted(new.answer_prefix)}" if new.answer_prefix else "no given start")
+    return ", ".join(changes) or "the same request again"
 
 
 # ---- forks -------------------------------------------------------------------------------------------
@@ -71,13 +135,72 @@ def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any
     return run.config.answer_prefix + before + chosen, Fork(current or 0, position, was, chosen)
 
 
-def fork_start(run: Any, current: Any, evt: gr.SelectData) -> tuple:
-    """A token chosen in a token's table: the answer's start for the fork, and where it forked from."""
+def request_controls(run: Run) -> dict[str, Any]:
+    """The values of every control of a request (GENERATE_INPUTS) that asks what `run` asked."""
+    config = run.config
+    return {"prompt": run.prompt, "mode": "chat" if config.chat else "raw",
+            **{name: getattr(config, name) for name in SETTINGS},
+            "history": conversation.history_json(config.history)}
+
+
+def _same(shown: Any, value: Any) -> bool:
+    """Whether a control shows `value` (numbers as numbers: a slider's 5 is the setting 5.0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return math.isclose(float(shown), float(value), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
+    return (shown or "") == (value or "") if isinstance(value, str) else shown == value
+
+
+def _moved(name: str, shown: Any, value: Any, config: GenerationConfig, controls: dict[str, Any]) -> str | None:
+    """One control that shows another value than the run's, in words: the run's value first."""
+    if name == "threshold" and not _same(controls.get("rule"), config.rule):
+        return None  # told with the rule
+    if name == "rule":
+        return (f"the {value} rule at {fmt_threshold(config.threshold)}, not the {shown} rule at "
+                f"{_number(controls.get('threshold'))} the controls show")
+    if name == "threshold":
+        return f"threshold {fmt_threshold(value)}, not the {_number(shown)} the slider shows"
+    if name in SETTING_WORDS:
+        return f"{SETTING_WORDS[name]} {_number(value)}, not {_number(shown)}"
+    return {"prompt": "its prompt, not the one in the box", "mode": f"{value} mode, not {shown}",
+            "policy": f"who writes: {value}, not {shown}", "system": "its system message",
+            "history": "its conversation"}.get(name, name)
+
+
+def fork_request(run: Run | None, current: int | None, position: Any, chosen: Any,
+                 controls: dict[str, Any]) -> tuple[dict[str, Any], Fork, str | None]:
+    """A fork's request: the values of the controls (GENERATE_INPUTS) for the parent run's own request and
+    settings, its answer starting at the chosen token (`fork_prefix`); where it forked from; and, where the
+    controls (`controls`, by name) showed other values, a sentence naming them (None where they did not).
+    ValueError as `fork_prefix`."""
+    prefix, fork = fork_prefix(run, current, position, chosen)
+    values = {**request_controls(run), "answer_prefix": prefix}
+    moved = [_moved(name, controls[name], values[name], run.config, controls) for name in GENERATE_INPUTS
+             if name != "answer_prefix" and name in controls and not _same(controls[name], values[name])]
+    moved = [words for words in moved if words]
+    note = (f"This fork writes with the settings of the run it comes from: {'; '.join(moved)}. The controls "
+            f"show that run's settings again." if moved else None)
+    return values, fork, note
+
+
+def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple:
+    """A token chosen in a token's table: the controls (GENERATE_INPUTS, whose values `shown` are, in
+    order) set to the parent run's request and settings, with the answer's start for the fork; then
+    where it forked from. A toast names the controls that showed other settings."""
+    controls = dict(zip(GENERATE_INPUTS, shown))
     try:
-        prefix, chosen = fork_prefix(run, current, evt.index, evt.value)
+        values, fork, note = fork_request(run, current, evt.index, evt.value, controls)
     except ValueError as e:
         raise gr.Error(f"Cannot fork: {e}.") from e
-    return gr.update(value=prefix), chosen
+    if note:
+        gr.Info(note, duration=12)
+    updates = {name: gr.update(value=values[name]) if name == "answer_prefix" or name not in controls
+               or not _same(controls[name], values[name]) else gr.skip() for name in GENERATE_INPUTS}
+    if not _same(controls.get("rule"), values["rule"]):  # the slider takes the rule's units back
+        updates["threshold"] = gr.update(**{**rulewords.slider_props(values["rule"]), "value": values["threshold"]})
+    return tuple(updates[name] for name in GENERATE_INPUTS) + (fork,)
 
 
 # ---- the session's branches --------------------------------------------------------------------------
@@ -96,15 +219,16 @@ def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork
     number = branches[-1].number + 1 if branches else 1
     before = run.earlier[-1].run if run.earlier else None
     after = next((b.number for b in branches if before is not None and b.run.id == before.id), None)
-    branches = (branches + [Branch(number, run, fork, after)])[-MAX_BRANCHES:]
+    change = what_differs(branches[-1].run if branches else None, run)
+    branches = (branches + [Branch(number, run, fork, after, change)])[-MAX_BRANCHES:]
     return branches, branches_update(branches, number), number, None
 
 
 def branches_update(branches: Sequence[Branch], current: int) -> Any:
     labels = [b.label for b in branches]
     gone = branches[0].number - 1 if branches else 0
-    info = ("Each run of this session; a fork says which run it came from, at which token, with which "
-            "token instead, and a follow-up which answer it follows. Choose one to show it again."
+    info = ("Each run of this session, by what it changed: the prompt or the settings that differ from the run "
+            "before, the token a fork chose, a follow-up's question. Choose one to show it again."
             + (f" (The first {gone} are no longer kept.)" if gone else ""))
     value = next((b.label for b in branches if b.number == current), None)
     return gr.update(choices=labels, value=value, visible=len(branches) > 1, info=info)

@@ -231,6 +231,7 @@ def _default_template() -> dict[str, Any]:
 # ---- which rule decides best: the rules' curves after a comparison -----------------------------------
 
 BREAK_EVEN_NAME = "sharing pays left of here on this machine"
+AXIS_PAD = 3  # percentage points past each end of the rules' axes
 
 
 def _pct(x: float) -> float:
@@ -265,7 +266,7 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                                             f"it would have written {100 * run_point[1]:.0f}% of them itself")],
                        "hovertemplate": "%{text}<extra></extra>",
                        "marker": {"color": RED, "size": 13, "symbol": "star", "line": {"width": 1, "color": "#222"}}})
-    bottom = max(0.0, 100 * min(lows, default=0.0) - 3)
+    bottom = max(-AXIS_PAD, 100 * min(lows, default=0.0) - AXIS_PAD)
     annotations = []
     if break_even is not None:
         x = _pct(min(max(break_even, 0.0), 1.0))
@@ -282,8 +283,10 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                       "x": 0.5, "xanchor": "center"},
             "height": 400,
             "margin": {"l": 60, "r": 10, "t": 50, "b": 45},
-            "xaxis": {"title": {"text": "tokens written by the big model (%)"}, "range": [0, 100], "ticksuffix": "%"},
-            "yaxis": {"title": {"text": "agreement with the big model's text (%)"}, "range": [bottom, 103],
+            # (padded past 0% and 100%, so that a run's star there is drawn whole)
+            "xaxis": {"title": {"text": "tokens written by the big model (%)"}, "range": [-AXIS_PAD, 100 + AXIS_PAD],
+                      "ticksuffix": "%", "zeroline": False},
+            "yaxis": {"title": {"text": "agreement with the big model's text (%)"}, "range": [bottom, 100 + AXIS_PAD],
                       "ticksuffix": "%"},
             "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
             "hovermode": "closest",

@@ -1,19 +1,24 @@
 """The request's controls: one per setting the generate endpoint takes (`GENERATE_INPUTS`).
 
-Every control that sets a request is named after its `GenerationConfig` field and takes its range,
-default and help from there. The rule's dropdown offers the learned rule only when the page has a
-router, which `current_router` asks for when the page is built and when it loads.
+Every control that sets a request is named after its `GenerationConfig` field and takes its range and
+help from there, and its starting value from the page's start (`PAGE_START`: the library's defaults, but
+for the margin rule at 0.1). The rule's dropdown offers the learned rule only when the page has a router,
+which `current_router` asks for when the page is built and when it loads. The threshold is dragged on a
+bar of its own, on a log scale where the rule's is one (`threshold_bar`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from typing import Any, Callable, Sequence
 
 import gradio as gr
 
-from ..engine.config import GenerationConfig, limits
+from ..engine.config import PAGE_START, GenerationConfig, limits
 from ..engine.policies import offered as offered_policies
+from ..routing.rules import RULE_TABLE
 from ..serving.examples import Example
 from . import rulewords
 
@@ -45,16 +50,23 @@ def current_router(source: RouterSource | None) -> Any:
 
 
 def prompt_controls(examples: Sequence[Example]) -> dict[str, Component]:
-    """The prompt, the hidden field of a follow-up's earlier turns, and the mode."""
+    """The prompt (the page's first example, `load_examples(page=True)`), and the hidden field of a
+    follow-up's earlier turns."""
     return {
-        "prompt": gr.Textbox(label="Prompt", lines=4, placeholder="Ask something, or start a text…",
-                             value=examples[0].prompt if examples else ""),
+        "prompt": gr.Textbox(label="Prompt", lines=2, max_lines=12, placeholder="Ask something, or start a text…",
+                             value=examples[0].prompt if examples else "", elem_classes="cascade-prompt"),
         # A follow-up's earlier turns, as JSON (`conversation.py`): set by "Ask a follow-up", a branch or a
         # link, read by Generate and by "Copy link" like any other setting.
         "history": gr.Textbox(value="", visible="hidden", label="Earlier turns", elem_classes="cascade-history"),
-        "mode": gr.Radio([("Chat: the model answers", "chat"), ("Raw: the model continues the text", "raw")],
-                         value="chat" if limits(GenerationConfig, "chat")["default"] else "raw", label="Mode"),
     }
+
+
+def mode_control(examples: Sequence[Example] = (), render: bool = True) -> dict[str, Component]:
+    """Chat or raw: the first example's, or the page's start."""
+    chat = examples[0].chat if examples else PAGE_START.chat
+    return {"mode": gr.Radio([("Chat: the model answers", "chat"), ("Raw: the model continues the text", "raw")],
+                             value="chat" if chat else "raw", label="Mode", elem_classes="cascade-mode",
+                             render=render)}
 
 
 def framing_controls() -> dict[str, Component]:
@@ -77,21 +89,26 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
     meta = limits(GenerationConfig, name)  # (the threshold's slider is the rule's: `rulewords.slider_props`)
     return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
                      maximum=min(meta["max"], hi) if hi is not None else meta["max"],
-                     value=meta["default"], step=step, label=label, info=info or meta["help"])
+                     value=getattr(PAGE_START, name), step=step, label=label, info=info or meta["help"])
 
 
-def settings_controls(router: Any = None) -> dict[str, Component]:
-    """The controls of every setting a visitor may change, by field name. `router`: the learned rule's,
-    if the page has one (the rule is offered only then)."""
+def settings_controls(router: Any = None) -> tuple[dict[str, Component], gr.Slider]:
+    """The controls of every setting a visitor may change, by field name, at the page's start
+    (`PAGE_START`), and the threshold's bar. `router`: the learned rule's, if the page has one (the rule is
+    offered only then). The threshold is a slider in the rule's units (the generate endpoint's input, a
+    link's and a run file's number); the bar a visitor drags is the one under it (`threshold_bar`)."""
     seed_meta = limits(GenerationConfig, "seed")
-    rule = limits(GenerationConfig, "rule")["default"]
+    rule = PAGE_START.rule
     controls = {
-        "policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()],
-                              value=limits(GenerationConfig, "policy")["default"], label="Who writes"),
+        "policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=PAGE_START.policy,
+                              label="Who writes", elem_classes="cascade-policy"),
         "rule": gr.Dropdown(rulewords.choices(router is not None), value=rule, label=RULE_LABEL,
-                            info=rulewords.rule_info(rule, trained_on(router))),
-        "threshold": gr.Slider(**rulewords.slider_props(rule)),
+                            info=rulewords.rule_info(rule, trained_on(router)), elem_classes="cascade-rule"),
     }
+    with gr.Group(elem_classes="cascade-threshold-box"):
+        controls["threshold"] = gr.Slider(**{**rulewords.slider_props(rule), "value": PAGE_START.threshold},
+                                          elem_classes="cascade-threshold")
+        bar = threshold_bar()
     with gr.Accordion("More settings", open=False):
         controls.update(
             k=_slider("k", "k: tokens the small model drafts per check (speculative)"),
@@ -108,7 +125,69 @@ def settings_controls(router: Any = None) -> dict[str, Component]:
             temperature=_slider("temperature", "Temperature (0 = always the likeliest token)", step=0.05),
             top_p=_slider("top_p", "Top-p (nucleus sampling; 1 keeps every token)", step=0.01),
             top_k=_slider("top_k", "Top-k (0 keeps every token)", hi=200),
-            seed=gr.Number(value=seed_meta["default"], minimum=seed_meta["min"], maximum=seed_meta["max"],
+            seed=gr.Number(value=PAGE_START.seed, minimum=seed_meta["min"], maximum=seed_meta["max"],
                            precision=0, label="Seed", info=seed_meta["help"]),
         )
-    return controls
+    return controls, bar
+
+
+# ---- the threshold's bar: even steps on the rule's own scale -------------------------------------------
+
+# Gradio's slider is linear, and perplexity's useful 1 to 10 would be a tenth of its 1 to 100. The threshold
+# slider keeps the number in the rule's units (the endpoint's input; its own bar is hidden by the page's
+# CSS), and a bar of BAR_STEPS even steps drives it, on a log scale where the rule's scale is one
+# (`Rule.log_scale`), so that 1 to 10 is half of perplexity's bar. Both sides run in the browser.
+BAR_STEPS = 1000
+
+
+def bar_scales() -> dict[str, dict[str, Any]]:
+    """Each rule's slider range and step, and whether its bar is logarithmic (the bar's JavaScript reads it)."""
+    scales = {}
+    for name in RULE_TABLE:
+        props = rulewords.slider_props(name)
+        scales[name] = {"lo": props["minimum"], "hi": props["maximum"], "step": props["step"],
+                        "log": RULE_TABLE[name].log_scale and props["minimum"] > 0}
+    return scales
+
+
+def bar_position(rule: str, threshold: float) -> int:
+    """Where `threshold` lies on `rule`'s bar (0 to BAR_STEPS): the browser's `toBar`, for the first view."""
+    s = bar_scales()[rule]
+    t = min(max(threshold, s["lo"]), s["hi"])
+    f = math.log(t / s["lo"]) / math.log(s["hi"] / s["lo"]) if s["log"] else (t - s["lo"]) / (s["hi"] - s["lo"])
+    return round(f * BAR_STEPS)
+
+
+def threshold_bar() -> gr.Slider:
+    """The bar a visitor drags to set the threshold (its number and label are the threshold slider's)."""
+    return gr.Slider(0, BAR_STEPS, value=bar_position(PAGE_START.rule, PAGE_START.threshold), step=1,
+                     label="the threshold's bar", show_label=False, container=False,
+                     elem_classes="cascade-threshold-bar", buttons=[])
+
+
+_BAR_FUNCTIONS = """
+  const scales = __SCALES__, steps = __STEPS__;
+  const scale = (rule) => scales[rule] || scales.perplexity;
+  const toThreshold = (bar, rule) => {
+    const s = scale(rule), f = Math.min(Math.max(Number(bar) / steps, 0), 1);
+    const t = s.log ? s.lo * Math.pow(s.hi / s.lo, f) : s.lo + (s.hi - s.lo) * f;
+    const digits = Math.max(0, -Math.floor(Math.log10(s.step) + 1e-9));
+    return Number(Math.min(Math.max(Math.round(t / s.step) * s.step, s.lo), s.hi).toFixed(digits));
+  };
+  const toBar = (threshold, rule) => {
+    const s = scale(rule), t = Math.min(Math.max(Number(threshold), s.lo), s.hi);
+    const f = s.log ? Math.log(t / s.lo) / Math.log(s.hi / s.lo) : (t - s.lo) / (s.hi - s.lo);
+    return Math.round(f * steps);
+  };
+"""
+
+
+def bar_js(direction: str) -> str:
+    """The browser-side step of the bar: "to_threshold" (the bar dragged: the threshold it stands for) or
+    "to_bar" (the threshold set, by a visitor, a link, a rule or a fork: the bar follows it, unless it
+    already stands there, so that dragging is never pulled back by the threshold's rounding)."""
+    body = ("return toThreshold(bar, rule);" if direction == "to_threshold" else
+            "return toThreshold(bar, rule) === Number(threshold) ? bar : toBar(threshold, rule);")
+    functions = _BAR_FUNCTIONS.replace("__SCALES__", json.dumps(bar_scales())).replace("__STEPS__", str(BAR_STEPS))
+    arguments = "(bar, rule)" if direction == "to_threshold" else "(threshold, rule, bar)"
+    return f"{arguments} => {{{functions}  {body}\n}}"

@@ -54,7 +54,7 @@ class Turn:
         if run is None or not run.events:
             return html.escape(self.answer)
         rule = run.config.rule if run.config.rule in RULE_TABLE else "perplexity"
-        return tokens.given_html(run.config.answer_prefix) + tokens.tokens_html(Routing(run.events), run_rule=rule)
+        return tokens.tokens_html(Routing(run.events), run_rule=rule, given=run.config.answer_prefix)
 
 
 def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:

@@ -20,7 +20,7 @@ import gradio as gr
 
 from ..engine.config import GenerationConfig, request_settings
 from ..engine.engine import Engine
-from ..engine.events import Summary, TokenEvent, complete_events
+from ..engine.events import Summary, TokenEvent, Written, complete_events
 from ..engine.models import ModelError
 from ..engine.policies import POLICY_TABLE, offered as offered_policies
 from ..engine.prompt import PromptError
@@ -89,21 +89,27 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
         yield engine
 
 
-Written = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
+Finished = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
 
 
 def pumped(generation: Iterator[Any], every: float | Callable[[], float],
-           picture: Callable[[tuple[TokenEvent, ...]], Update]) -> Generator[Update, None, Written]:
+           picture: Callable[[tuple[TokenEvent, ...]], Update],
+           written: Callable[[tuple[TokenEvent, ...], Summary], Update] | None = None
+           ) -> Generator[Update, None, Finished]:
     """The engine writing one request in its own thread, so it never waits on the page: yields
     `picture(the events so far)` at most once per interval (`every`), and returns every event and the
-    Summary. Closed early (Stop), it stops the engine's thread before the engine is let go."""
+    Summary. Where the engine says the answer is written (a `Written` event, with `mark_written`) and the
+    big model's scoring is still to come, yields `written(every event, the Summary as it stands)` instead:
+    the answer finished, and the scoring as a step of its own. Closed early (Stop), it stops the engine's
+    thread before the engine is let go."""
     events: list[TokenEvent] = []
     with EventPump(generation) as pump:
-        for batch in pump.batches(every):
-            events.extend(e for e in batch if not isinstance(e, Summary))
+        for batch in pump.batches(every, at_once=lambda event: isinstance(event, Written)):
+            events.extend(e for e in batch if isinstance(e, TokenEvent))
             if isinstance(batch[-1], Summary):
                 return events, batch[-1]
-            yield picture(tuple(events))
+            mark = next((e for e in batch if isinstance(e, Written)), None)
+            yield picture(tuple(events)) if mark is None or written is None else written(tuple(events), mark.summary)
     raise RuntimeError("the engine's run ended without a summary")
 
 
@@ -151,10 +157,17 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
                 return
             run = Run(prompt, config, models=engine.pair.config, earlier=earlier)
             pacer = Pacer()
-            events, summary = yield from pumped(engine.generate(prompt, config), pacer.interval,
-                                                lambda events: pacer.draw(replace(run, events=events)))
+            # The answer is drawn finished, with its time, the moment its last token is written; the big
+            # model's scoring pass follows as a step of its own (its figures: the hover's alternatives, the
+            # rules chart's star, the summary's scoring line), then the final summary.
+            events, summary = yield from pumped(
+                engine.generate(prompt, config, mark_written=True), pacer.interval,
+                lambda events: pacer.draw(replace(run, events=events)),
+                lambda events, written: pacer.draw(replace(run, events=events, summary=written,
+                                                           alone_estimate_s=alone_estimate(engine, written))))
             # The big model's alternatives where it first read the text after the run.
-            run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False)
+            run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False,
+                          alone_estimate_s=alone_estimate(engine, summary))
     except EngineUnavailable as e:
         yield message_update(str(e))
         return
@@ -167,6 +180,16 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         return
     yield run_update(run)
 
+
+
+def alone_estimate(engine: Engine, summary: Summary) -> float | None:
+    """The big model alone's seconds for this run's prompt and length, from the costs the engine measured on
+    this machine; None before any were measured (or from an engine that cannot say: the run never pays)."""
+    try:
+        return engine.estimate_target_alone_s(summary.prompt_tokens, summary.n_tokens)
+    except Exception:
+        log.exception("the big model alone's time could not be estimated")
+        return None
 
 
 def first_letter_up(message: str) -> str:
@@ -192,6 +215,13 @@ def alone_writing(events: tuple[TokenEvent, ...]) -> Update:
     return Update(compare_html=tokens.message_panel(f"The big model alone is writing… {n} tokens so far.", "info"))
 
 
+def alone_written(events: tuple[TokenEvent, ...], alone: Summary) -> Update:
+    """The comparison's place once the big model alone has written its answer, while it scores it."""
+    return Update(compare_html=tokens.message_panel(
+        f"The big model alone wrote {alone.n_tokens} tokens in {alone.wall_s:.1f} s. It is reading its answer to "
+        f"score it…", "info"))
+
+
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
     """The big model alone on the run's request, then, with the same engine, each rule's curve drawn from
     the big model's text (`rules_update`)."""
@@ -203,13 +233,16 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         with lent_engine(engine_provider, progress) as engine:
             # To its end (the pump's thread is joined when `pumped` returns): the stream lets go of the
             # models after its Summary, before the rules read them. Its speed is the comparison's
-            # yardstick, so it too never waits on the page.
-            events, alone = yield from pumped(engine.generate(run.prompt, run.config.replace(policy="target")),
-                                              UPDATE_EVERY_S, alone_writing)
+            # yardstick, so it too never waits on the page; it too is written before it is scored, as
+            # the run was, and its time leaves the scoring out, as the run's does: like with like.
+            events, alone = yield from pumped(
+                engine.generate(run.prompt, run.config.replace(policy="target"), mark_written=True),
+                UPDATE_EVERY_S, alone_writing, alone_written)
             numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
             compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
             html = sentences.compare_html(run.summary, alone)
-            yield Update(compare_html=html, numbers=numbers, run=compared,
+            # The summary's first line now gives the big model alone's measured time, not the estimate.
+            yield Update(compare_html=html, numbers=numbers, run=compared, summary=summary_markdown(compared),
                          rules_box=gr.update(visible=True, open=True), rules_chart=None,
                          rules_text="*Reading the big model's text with the small model, to draw each rule's curve…*")
             rules = rules_update(engine, compared)

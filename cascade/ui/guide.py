@@ -21,10 +21,11 @@ HOW_TO_READ = """\
   the big model. A low threshold asks the big model more often (slower, closer to the big model's text);
   a high one leaves more to the small model.
 - **The rule** ("How the small model judges its own token") says which number is compared with the
-  threshold: the seed's perplexity of its own token, the entropy of its whole distribution (in nats,
-  0 = certain), the margin between its two likeliest tokens (1 = certain; here the big model writes where
+  threshold: how unsure the small model is of the token it chose (its perplexity, the default), how spread
+  out its guesses are over every token (their entropy, in nats: 0 = one certain guess), how close its two
+  best guesses are (the margin between their probabilities: 1 = certain; here the big model writes where
   the margin is *below* the line), or a learned router's predicted probability that the big model would
-  write another token. The slider and the chart switch to the chosen rule's units.
+  choose another token. The slider and the chart switch to the chosen rule's units.
 - **What-if:** after a run, move the threshold slider, or choose another rule. The text and the chart
   re-colour the recorded tokens to show which ones *would* have gone to the big model at the new threshold
   or by the other rule. This re-reads the numbers the run recorded; nothing is regenerated, so it cannot
@@ -36,9 +37,18 @@ HOW_TO_READ = """\
   had occurred before, in the prompt or the answer, what followed them there was copied as a proposal,
   and the big model checked it as it checks the small model's drafts. Copying pays where an answer
   repeats its prompt: rewriting a text, correcting code, extracting fields.
-- **Speed** is measured on the machine running this page, for this run; nothing here promises one.
-  "Compare with the big model alone" runs the big model by itself on the same prompt and settings and
-  shows both measured speeds and where the two texts differ.
+- **Time and speed** are measured on the machine running this page, for this run; nothing here promises
+  one. An answer's time runs from the start of its generation to its last token, reading the prompt
+  included, and every speed (tokens/s) counts that same time. Under the summary's first line: when the
+  first token came, and how much of the time each model spent writing. Until you compare, the big model
+  alone's time is an estimate from the speeds measured on this machine when the models loaded; "Compare
+  with the big model alone" runs the big model by itself on the same prompt and settings, measures it, and
+  shows both speeds and where the two texts differ.
+- **Scoring:** once an answer is finished, the big model reads it once more, as a step of its own with its
+  own time (not counted in the answer's time or speed), to say how close the text is to what it would
+  have written: the share of tokens at which it would have chosen the same token itself, and its
+  perplexity of the text (how surprised it was by the text on average: 1 means it expected every token).
+  This reading also gives its likeliest tokens where it had not read a position while writing.
 - **Which rule decides best?** After a comparison, the small model reads the big model's own text once,
   and for every rule the page sweeps its threshold: how many tokens the big model would have to write
   (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star

@@ -12,8 +12,8 @@ Clicking a token pins its table; choosing one of its tokens there forks the run:
 `select` event (Gradio's own, `trigger("select", ...)`) carries the position and the chosen text to the
 page (`branches.fork_prefix`), which starts a new branch from there. An earlier answer of a conversation
 shows its lists but forks only once its own branch is shown (the page's run is the latest answer). A
-saved run (`runfile.py`) runs the same script with no `trigger`: its hover shows both lists, and a click
-does nothing.
+saved run (`runfile.py`) runs the same script with no `trigger`: its hover shows both lists and offers
+no click, and a click does nothing.
 """
 
 from __future__ import annotations
@@ -109,10 +109,12 @@ function show(token, pin) {
   const hint = document.createElement("div");
   hint.className = "alts-hint";
   hint.style.cssText = "margin-top:6px;color:__GREY__";
+  // A saved run (no `trigger`) cannot fork: its hover offers nothing to click.
   hint.textContent = pin ? "Choose a token to write on from it: a new branch, with the same settings."
+                   : !trigger ? ""
                    : earlier(token) ? "An earlier answer: show its branch (Branches of this session) to write on from it."
                    : "Click the token to write on from one of these.";
-  tip.appendChild(hint);
+  if (hint.textContent) tip.appendChild(hint);
   pinned = pin ? token : null;
   tip.style.pointerEvents = pin ? "auto" : "none";
   tip.style.display = "block";

@@ -4,6 +4,11 @@
 column into a `Page` (the request's controls are `controls.py`'s), then `wire` connects each event
 once, to the handler of its room: `generate` (Generate, Compare, Stop), `whatif`, `branches`,
 `followups`, `link`, `runfile` (the download).
+
+A first visit sees the prompt and Generate in its first screen, on a desktop and on a phone: the page's
+CSS (`PAGE_CSS`) lays the columns out as a grid, the request and its settings on the left and the answer
+on the right, or, on a narrow screen, the request, then the answer, then the rest; the guide is one
+"How to read this page" under the answer.
 """
 
 from __future__ import annotations
@@ -16,15 +21,15 @@ import gradio as gr
 from ..serving.examples import Example, load_examples
 from . import conversation, tokens
 from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, show_turn
-from .controls import (Component, RouterSource, current_router, framing_controls, prompt_controls,
-                       settings_controls)
+from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
+                       prompt_controls, settings_controls)
 from .followups import ask_followup, conversation_line, followup_box
 from .generate import GENERATE_INPUTS, EngineProvider, make_compare, make_generate, stop
 from .guide import HOW_TO_READ, INTRO
 from .hover import HOVER_JS
 from .link import copy_link_js, make_apply_link, make_autorun
-from .run import (BRANCH_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_OUTPUTS, STOP_OUTPUTS,
-                  WHATIF_OUTPUTS)
+from .run import (BRANCH_OUTPUTS, CLEARED_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_OUTPUTS,
+                  STOP_OUTPUTS, WHATIF_OUTPUTS, Update)
 from .runfile import offer_download
 from .whatif import make_rule_changed, whatif
 
@@ -34,6 +39,37 @@ from .whatif import make_rule_changed, whatif
 # A new request then starts up to 20 ms later, and a progress message is sent up to 10 times a second.
 QUEUE_POLL_S = 0.02
 PROGRESS_POLL_S = 0.1
+
+# The page's own CSS. On a desktop, a grid: the request, what follows it (examples, mode, sharing) and the
+# settings on the left, the answer beside them; on a narrow screen (a phone), one column: the request, the
+# answer, then the rest. The threshold's own bar gives way to the page's (`controls.threshold_bar`).
+PAGE_CSS = """
+.cascade-page-style { display: none !important; }
+.cascade-intro h1 { font-size: 1.45em !important; margin: 0 0 .2em !important; }
+.cascade-intro p { margin: 0 !important; }
+.cascade-main { display: grid !important; grid-template-columns: minmax(280px, 2fr) minmax(0, 5fr);
+  grid-template-rows: auto auto 1fr; align-items: start; }
+.cascade-main > .cascade-request { grid-column: 1; grid-row: 1; }
+.cascade-main > .cascade-extras { grid-column: 1; grid-row: 2; }
+.cascade-main > .cascade-settings { grid-column: 1; grid-row: 3; }
+.cascade-main > .cascade-answer { grid-column: 2; grid-row: 1 / span 3; }
+.cascade-answer-row { flex-wrap: wrap !important; }
+.cascade-answer-row > .cascade-text-box { flex: 1 1 440px !important; min-width: min(300px, 100%) !important; }
+.cascade-answer-row > .cascade-chart { flex: 0 1 380px !important; min-width: min(300px, 100%) !important; }
+.cascade-threshold input[type=range], .cascade-threshold .min_value, .cascade-threshold .max_value { display: none !important; }
+.cascade-threshold-bar input[type=number], .cascade-threshold-bar .head, .cascade-threshold-bar .min_value,
+.cascade-threshold-bar .max_value { display: none !important; }
+.cascade-main input[role=combobox] { padding-right: 30px !important; text-overflow: ellipsis; }
+.cascade-threshold-bar { padding: 2px 12px 12px !important; background: var(--block-background-fill) !important; }
+.cascade-branches .wrap { gap: 4px 6px !important; }
+.cascade-branches label { padding: 2px 8px !important; font-size: .85em; }
+.cascade-models { font-size: .85em; }
+@media (max-width: 767px) {
+  .cascade-main { grid-template-columns: minmax(0, 1fr); grid-template-rows: none; }
+  .cascade-main > .column { grid-column: 1 !important; grid-row: auto !important; }
+  .cascade-answer-row > .cascade-chart:has(> .empty) { display: none !important; }  /* no run yet: no empty box */
+}
+"""
 
 # The page's quick steps (a what-if, a branch shown, what follows a run): off the queue, with no
 # progress shown, and no API endpoint.
@@ -72,19 +108,26 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
     one of a pool for the request (`EngineService.lease`); `concurrency` requests run at once (one per
     engine), the others wait in the queue. `router()` gives the learned rule's router the engines use
     (None: none, and that rule is not offered); it is asked when the page is built and when it loads."""
-    examples = load_examples()
+    examples = load_examples(page=True)
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         page = Page(out={"run": gr.State(None)})
         # The session's runs (branches.Branch), the one shown, and the fork the next run starts from.
         page.parts.update(branches=gr.State([]), current=gr.State(None), fork=gr.State(None))
-        gr.Markdown(INTRO)
-        page.parts["models"] = gr.Markdown("")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=300):
-                request_column(page, examples, current_router(router))
-            with gr.Column(scale=5):
+        # The page's CSS travels in the page itself, so that the page looks the same however it is served
+        # (app.py mounts it in the API's app, the tests launch it alone); its box is not shown.
+        gr.HTML(f"<style>{PAGE_CSS}</style>", elem_classes="cascade-page-style", js_on_load=None)
+        gr.Markdown(INTRO, elem_classes="cascade-intro")
+        with gr.Row(equal_height=False, elem_classes="cascade-main"):
+            with gr.Column(scale=2, min_width=280, elem_classes="cascade-request"):
+                request_column(page, examples)
+            with gr.Column(scale=5, min_width=280, elem_classes="cascade-answer"):
                 answer_column(page)
-        gr.Markdown(HOW_TO_READ)
+            with gr.Column(scale=2, min_width=280, elem_classes="cascade-extras"):
+                extras_column(page, examples)
+            with gr.Column(scale=2, min_width=280, elem_classes="cascade-settings"):
+                settings_column(page, current_router(router))
+        with gr.Accordion("How to read this page", open=False, elem_classes="cascade-guide"):
+            gr.Markdown(without_heading(HOW_TO_READ))
         wire(page, demo, engine_provider, concurrency, router)
         if describe_models is not None:
             demo.load(describe_models, outputs=[page.parts["models"]], queue=False, api_visibility="private")
@@ -93,19 +136,28 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
 
 # ---- the columns -------------------------------------------------------------------------------------
 
-def request_column(page: Page, examples: Sequence[Example], router: Any) -> None:
-    """The request: its controls, the conversation it continues, Generate and Stop, the link and the
-    download, and the examples."""
+def request_column(page: Page, examples: Sequence[Example]) -> None:
+    """The request: the prompt, the conversation it continues, and Generate and Stop right under it."""
     page.inputs.update(prompt_controls(examples))
     with gr.Group(visible=False) as page.parts["conversation_row"]:
         page.parts["conversation_md"] = gr.Markdown("", padding=True, elem_classes="cascade-conversation-line")
         page.parts["new_conversation"] = gr.Button("New conversation", size="sm",
                                                    elem_classes="cascade-new-conversation")
-    page.inputs.update(framing_controls())
-    page.inputs.update(settings_controls(router))
     with gr.Row():
-        page.parts["generate"] = gr.Button("Generate", variant="primary")
-        page.parts["stop"] = gr.Button("Stop", variant="stop")
+        page.parts["generate"] = gr.Button("Generate", variant="primary", min_width=120)
+        page.parts["stop"] = gr.Button("Stop", variant="stop", min_width=80)
+
+
+def extras_column(page: Page, examples: Sequence[Example]) -> None:
+    """What a visitor reaches for next: the examples, the mode they set too, and sharing (the link and
+    the run's file)."""
+    page.inputs.update(mode_control(examples, render=False))
+    if examples:
+        gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
+                    inputs=[page.inputs["prompt"], page.inputs["mode"]],
+                    example_labels=[e.name for e in examples], label="Examples (one click fills the prompt)",
+                    examples_per_page=len(examples))
+    page.inputs["mode"].render()
     with gr.Row():
         page.parts["copy_link"] = gr.Button("Copy link", size="sm", elem_classes="cascade-copy-link")
         page.out["download"] = gr.DownloadButton("Download this run", visible=False, size="sm",
@@ -113,36 +165,41 @@ def request_column(page: Page, examples: Sequence[Example], router: Any) -> None
     page.parts["link"] = gr.Textbox(label="Link to these settings (opening it fills the page the same way)",
                                     visible=True, interactive=False, elem_classes="cascade-link", lines=1,
                                     buttons=["copy"])
-    if examples:
-        gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
-                    inputs=[page.inputs["prompt"], page.inputs["mode"]],
-                    example_labels=[e.name for e in examples], label="Examples")
+
+
+def settings_column(page: Page, router: Any) -> None:
+    """The settings: who writes and how, the system message and the answer's start, and the models the
+    page runs."""
+    controls, page.parts["threshold_bar"] = settings_controls(router)
+    page.inputs.update(controls)
+    page.inputs.update(framing_controls())
+    page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
 
 
 def answer_column(page: Page) -> None:
-    """The answer: its summary, the session's branches, the earlier turns, the text and its chart, the
-    follow-up box, the comparison and the rules' curves, the plain text and the measured numbers."""
+    """The answer: its summary, the earlier turns, the text and its chart, the follow-up box, the
+    session's branches, the comparison and the rules' curves, the plain text and the measured numbers."""
     out = page.out
     out["summary"] = gr.Markdown(label="Summary",
                                  value="Press **Generate** to start. The first run loads the models, which can "
                                        "take a while (a download, the first time).",
                                  elem_classes="cascade-summary")
-    out["branches"] = gr.Radio([], label="Branches of this session", visible=False, elem_classes="cascade-branches")
     # A follow-up's earlier questions and answers: drawn when the conversation changes, not with every
     # picture of the answer being written (`conversation.conversation_panel`).
     page.parts["earlier"] = gr.HTML("", visible=False, elem_classes="cascade-earlier-box",
                                     js_on_load=HOVER_JS + conversation.SHOW_TURN_JS)
-    with gr.Row(equal_height=False):
+    # The text as wide as it needs (a line of code), the chart beside it while both fit, under it otherwise.
+    with gr.Row(equal_height=False, elem_classes="cascade-answer-row"):
         out["text_html"] = gr.HTML(tokens.message_panel("The answer will appear here, token by token.", "info"),
-                                   label="Answer", elem_classes="cascade-text-box", min_width=320,
-                                   js_on_load=HOVER_JS)
-        out["chart"] = gr.Plot(label="Chart", show_label=False, elem_classes="cascade-chart", min_width=320)
+                                   label="Answer", elem_classes="cascade-text-box", js_on_load=HOVER_JS)
+        out["chart"] = gr.Plot(label="Chart", show_label=False, elem_classes="cascade-chart")
     with gr.Row(visible=False, equal_height=False, elem_classes="cascade-followup") as page.parts["followup_row"]:
         page.parts["followup_text"] = gr.Textbox(
             label="Ask a follow-up", lines=1, scale=5, placeholder="A question about this answer… (Enter asks it)",
             info="The models read the conversation so far, then your question. The answers above stay, with "
                  "their colours.")
         page.parts["followup"] = gr.Button("Ask a follow-up", variant="primary", scale=1, min_width=140)
+    out["branches"] = gr.Radio([], label="Branches of this session", visible=False, elem_classes="cascade-branches")
     page.parts["compare"] = gr.Button("Compare with the big model alone", variant="secondary")
     out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
     with gr.Accordion("Which rule decides best?", open=True, visible=False,
@@ -169,10 +226,14 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     generate = make_generate(engine_provider)
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
-                   api_name: str | None = None) -> Any:
+                   api_name: str | None = None, clears: bool = True) -> Any:
         """`handler` writing a run on `trigger`, sharing the models with the other runs, then what follows
-        a run (`after_run`); an API endpoint only when named."""
+        a run (`after_run`); an API endpoint only when named. On the same trigger, a quick step clears
+        what belonged to the run shown before (`clear_previous`), refused or not: the endpoint's outputs
+        stay those an API client has always read."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
+        if clears:
+            trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
         return after_run(page, trigger(handler, inputs=inputs, outputs=page.outputs(GENERATE_OUTPUTS),
                                        preprocess=False, concurrency_limit=concurrency, concurrency_id="models",
                                        show_progress_on=[page.out["text_html"]], **api))
@@ -183,9 +244,11 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
         concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[page.out["compare_html"]]))
     # A fork: a token chosen in a token's pinned table (hover.py) fills the answer's start and runs.
     # (Queued, as the follow-up below: Gradio shows a handler's refusal, a gr.Error, only for a queued event.)
-    forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]],
-                                           outputs=[inputs["answer_prefix"], parts["fork"]],
-                                           show_progress="hidden", api_visibility="private")
+    # It writes with the parent run's settings, which fork_start puts back in the controls.
+    controls = page.controls(GENERATE_INPUTS)
+    forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]] + controls,
+                                           outputs=controls + [parts["fork"]], show_progress="hidden",
+                                           api_visibility="private")
     fork_generating = generation(forking.success)
     # A follow-up: its question and the conversation so far fill the request's controls, then it runs.
     followups = []
@@ -201,6 +264,7 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     wire_branches(page)
     inputs["threshold"].change(whatif, inputs=[inputs["threshold"], run, inputs["rule"]],
                                outputs=page.outputs(WHATIF_OUTPUTS), trigger_mode="always_last", **QUICK)
+    wire_threshold_bar(page)
     # A visitor's choice only (a link's rule is applied with its own threshold, below).
     inputs["rule"].input(make_rule_changed(router), inputs=[inputs["rule"], run],
                          outputs=[inputs["rule"], inputs["threshold"]] + page.outputs(WHATIF_OUTPUTS),
@@ -210,18 +274,48 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     autorun = gr.State(False)
     loading = demo.load(make_apply_link(router), outputs=page.controls(GENERATE_INPUTS) + [
         page.out["summary"], autorun, page.out["text_html"]], queue=False, api_visibility="private")
-    generation(loading.then, make_autorun(engine_provider), inputs=[autorun] + request)
+    generation(loading.then, make_autorun(engine_provider), inputs=[autorun] + request, clears=False)
+
+
+def clear_previous() -> tuple:
+    """What belonged to the run shown before a new one (its comparison, verdict and diff, measured numbers,
+    the rules' curves, its file), cleared as the new one is asked for (CLEARED_OUTPUTS, then the file)."""
+    cleared = Update(compare_html="", numbers=None, rules_box=gr.update(visible=False), rules_text="",
+                     rules_chart=None)
+    return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
+
+
+def wire_threshold_bar(page: Page) -> None:
+    """The threshold's bar (`controls.threshold_bar`), in the browser: dragged, it sets the threshold;
+    the threshold or the rule set any other way, it follows."""
+    bar, rule, threshold = page.parts["threshold_bar"], page.inputs["rule"], page.inputs["threshold"]
+    browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    bar.input(None, inputs=[bar, rule], outputs=[threshold], js=bar_js("to_threshold"), **browser)
+    for changed in (threshold.change, rule.change):
+        changed(None, inputs=[threshold, rule, bar], outputs=[bar], js=bar_js("to_bar"), **browser)
+
+
+def without_heading(markdown: str) -> str:
+    """A guide's text without its own heading line, which its accordion's label says."""
+    first, _, rest = markdown.partition("\n")
+    return rest.lstrip("\n") if first.startswith("#") else markdown
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a generation, a comparison or a Stop, each a quick step of its own: the run's file offered
-    for download, the run recorded among the session's branches, and the follow-up box offered."""
+    """After a generation, a comparison or a Stop, two quick steps: the run's file offered for download (a
+    step of its own: it writes the file), and the run recorded among the session's branches with the
+    follow-up box offered under it (one step, one request from the browser)."""
     parts = page.parts
     event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
-    event.then(record_branch, inputs=[page.out["run"], parts["branches"], parts["fork"]],
-               outputs=[parts["branches"], page.out["branches"], parts["current"], parts["fork"]], **QUICK)
-    offer_followup(page, event)
+    event.then(recorded, inputs=[page.out["run"], parts["branches"], parts["fork"]],
+               outputs=[parts["branches"], page.out["branches"], parts["current"], parts["fork"],
+                        parts["followup_row"]], **QUICK)
     return event
+
+
+def recorded(run: Any, branches: Any, fork: Any) -> tuple:
+    """The run among the session's branches (`record_branch`), and the follow-up box under it (`followup_box`)."""
+    return record_branch(run, branches, fork) + (followup_box(run),)
 
 
 def offer_followup(page: Page, event: Any) -> None:

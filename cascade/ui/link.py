@@ -1,9 +1,11 @@
 """A link that replays a run: the page's settings in the URL's query string, read when the page loads.
 
-`?prompt=...&mode=raw&policy=cascade&threshold=3&k=4&max_tokens=64&temperature=0&seed=0` fills the
-controls; a setting out of its range (or unknown) is named in a message and its default is kept;
-`rule=entropy` chooses a deferral rule, and the threshold is then read in that rule's units (its default
-when the link names none);
+`?prompt=...&mode=raw&policy=cascade&rule=perplexity&threshold=3&k=4&max_tokens=64&temperature=0&seed=0`
+fills the controls; a setting out of its range (or unknown) is named in a message and the page's start is
+kept (`PAGE_START`); `rule=entropy` chooses a deferral rule, and the threshold is then read in that rule's
+units (its default when the link names none); a link that names no rule starts at the page's rule and
+threshold, unless it names a threshold: a link made before the page started at the margin rule left out
+the rule only when it was perplexity (`LINK_RULE_BEFORE`), so its threshold is read as perplexity;
 `history=[["user","..."],["assistant","..."]]` (JSON) gives a follow-up's earlier turns, so the link asks
 its prompt as the next question of that conversation; a link longer than `conversation.LINK_LIMIT`
 characters is not offered (the run's file keeps a conversation of any length instead), and one whose
@@ -24,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import gradio as gr
 
-from ..engine.config import GenerationConfig, limits
+from ..engine.config import PAGE_START
 from ..routing.rules import RULE_TABLE, RULES
 from . import rulewords
 from .controls import RouterSource, current_router, trained_on
@@ -53,11 +55,17 @@ class LinkSettings:
         return None
 
 
+# Before the page started at the margin rule (`PAGE_START`), "Copy link" left the rule out when it was the
+# default, perplexity: a link with a threshold and no rule was made then, and means perplexity. (Links copied
+# since always name their rule.)
+LINK_RULE_BEFORE = "perplexity"
+
+
 def page_defaults() -> dict[str, Any]:
-    default = GenerationConfig()
-    values = {name: getattr(default, name) for name in SETTINGS}
-    values["history"] = history_json(default.history)  # the hidden field's text: "" for none
-    return {"prompt": "", "mode": "chat" if default.chat else "raw", **values}
+    """The controls' values when the page opens (`PAGE_START`), as a link reads and "Copy link" writes them."""
+    values = {name: getattr(PAGE_START, name) for name in SETTINGS}
+    values["history"] = history_json(PAGE_START.history)  # the hidden field's text: "" for none
+    return {"prompt": "", "mode": "chat" if PAGE_START.chat else "raw", **values}
 
 
 def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSettings:
@@ -66,6 +74,8 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
     values: dict[str, Any] = {}
     problems: list[str] = []
     defaults = page_defaults()
+    if "threshold" in query and "rule" not in query:  # an older link's threshold: its rule was perplexity
+        query = {**query, "rule": LINK_RULE_BEFORE}
     # The rule first: it says in which units the threshold is read.
     for name in sorted(query, key=lambda n: (n != "rule", n == "history")):  # history: after the mode
         raw = query[name]
@@ -115,22 +125,22 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
 
 def copy_link_js() -> str:
     """The browser-side function of "Copy link": the page's URL with the controls' values as query
-    parameters (those at their defaults left out; the threshold always with a rule other than the
-    default, whose units it is in), copied to the clipboard and shown; past LINK_LIMIT characters (a
-    long conversation, or a long prompt) no link, but a sentence saying to download the run instead."""
+    parameters (those at the page's start left out, but for the request, and the rule with its threshold:
+    a link read later, when the page may start elsewhere, means the same), copied to the clipboard and
+    shown; past LINK_LIMIT characters (a long conversation, or a long prompt) no link, but a sentence
+    saying to download the run instead."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
-    always = json.dumps(["prompt", "mode", "policy"])
+    always = json.dumps(["prompt", "mode", "policy", "rule", "threshold"])
     too_long = json.dumps(f"This link would be more than {LINK_LIMIT:,} characters long, too long to be "
                           f"opened reliably: {TOO_LONG_FOR_A_LINK}.")
     return f"""(...values) => {{
   const names = {names}, defaults = {defaults}, always = {always}, limit = {LINK_LIMIT}, tooLong = {too_long};
-  const otherRule = String(values[names.indexOf("rule")]) !== String(defaults.rule);
   const url = new URL(window.location.href);
   url.search = "";
   names.forEach((name, i) => {{
     const value = values[i];
     if (value === null || value === undefined || value === "") return;
-    if (always.includes(name) || (name === "threshold" && otherRule) || String(value) !== String(defaults[name]))
+    if (always.includes(name) || String(value) !== String(defaults[name]))
       url.searchParams.set(name, value);
   }});
   const link = url.toString();
@@ -153,7 +163,7 @@ def make_apply_link(router: RouterSource | None = None):
                          rules=rulewords.offered(loaded is not None))
         updates = {name: gr.update(value=link.values[name]) if name in link.values else gr.skip()
                    for name in GENERATE_INPUTS}
-        rule = link.values.get("rule", limits(GenerationConfig, "rule")["default"])
+        rule = link.values.get("rule", PAGE_START.rule)
         updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None),
                                     info=rulewords.rule_info(rule, trained_on(loaded)),
                                     **({"value": rule} if "rule" in link.values else {}))

@@ -92,7 +92,8 @@ def _pct(x: float) -> str:
 
 def _setting(result: dict[str, Any]) -> str:
     if result["threshold"] is not None:
-        return f"at threshold {result['threshold']:g}" + (f" ({result['rule']})" if result["rule"] != "perplexity" else "")
+        rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
+        return f"at threshold {result['threshold']:g}{rule}"
     if result["k"] is not None:
         return f"with k={result['k']}"
     return ""
@@ -116,6 +117,7 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
     start = (f"On {report.n_tasks} coding problems ({data['tasks']['source']}, checked by running their tests; "
              f"measured {data['date']}), the big model alone solved {_pct(big['pass_at_1'])}, "
              f"the small one {_pct(small['pass_at_1'])}")
+    counted = ""
     if found is None:
         shared = ", and this way of sharing the work was not measured"
     elif config.policy in ("target", "draft"):
@@ -127,10 +129,11 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
         setting = (f"{setting} (the measured setting nearest yours)" if setting and not same else setting)
         words = {"cascade": "sharing", "bild": "sharing with rollback", "speculative": "speculative decoding",
                  "lookup": "prompt lookup", "lookup+draft": "lookup with the small model", "auto": "auto"}
-        speed = (f", {result['vs_target']:.2f}× as fast as the big model" if result.get("vs_target") else "")
-        shared = f", and {words.get(config.policy, config.policy)} {setting} {_pct(result['pass_at_1'])}{speed}"
-        shared = shared.replace("  ", " ")
+        speed = (f", {result['vs_target']:.2f}× as fast as the big model alone" if result.get("vs_target") else "")
+        counted = "; speeds count generation, reading the prompt included" if speed else ""
+        shared = (f", and {words.get(config.policy, config.policy)} {setting} solved {_pct(result['pass_at_1'])}"
+                  f"{speed}").replace("  ", " ")
     other = ("" if (Path(draft).name, Path(target).name) == (measured["draft"], measured["target"]) else
              f" These figures were measured with another pair than this page's models ({pair_words(Path(draft).name, Path(target).name)}): "
              f"they show what sharing costs in quality there, not here.")
-    return f"{start}{shared} ({where}; source: {report.name}, written by `python -m cascade tasks`).{other}"
+    return f"{start}{shared} ({where}{counted}; source: {report.name}, written by `python -m cascade tasks`).{other}"

@@ -28,42 +28,48 @@ class Words:
     axis: str  # the chart's y axis
     reads: str  # the dropdown's info: what the rule reads
     slider: str  # the slider's info
+    does: str  # what the rule weighs, in a few plain words: "how unsure it is of its token"
 
 
 WORDS: dict[str, Words] = {
     "perplexity": Words(
         "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
-        "Reads its probability of its own token, as perplexity (1 = certain); above the threshold the big model "
-        "writes.",
+        "How unsure it is of the token it chose, as perplexity (1 = certain, 5 = as unsure as a pick among five "
+        "equally likely words); above the threshold the big model writes.",
         "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
-        "what-if."),
+        "what-if.",
+        "how unsure the small model is of the token it chose"),
     "entropy": Words(
         "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
-        "Reads how spread its whole distribution is (entropy in nats, 0 = certain); above the threshold the big "
-        "model writes.",
+        "How spread out its guesses are over every token (entropy, in nats: 0 = one certain guess); above the "
+        "threshold the big model writes.",
         "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
-        "what-if."),
+        "what-if.",
+        "how spread out the small model's guesses are"),
     "margin": Words(
         "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
-        "Reads the gap between its two likeliest tokens (top-1 minus top-2 probability, 1 = certain); BELOW the "
-        "threshold the big model writes.",
+        "How far its best guess is ahead of its second (top-1 minus top-2 probability: 1 = certain, near 0 = a "
+        "tie); BELOW the threshold the big model writes.",
         "Below this margin the small model hands a token to the big model. Move it after a run to see a "
-        "what-if."),
+        "what-if.",
+        "how close the small model's two best guesses are"),
     "learned": Words(
         "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
-        "A router reads its probabilities, recent tokens and position and predicts that the big model would "
-        "write another token; above the threshold the big model writes.",
+        "A router, trained on where the big model chose another token, reads the small model's probabilities, "
+        "recent tokens and position and predicts how likely the big model is to choose another token here; "
+        "above the threshold the big model writes.",
         "Above this predicted probability the small model hands a token to the big model. Move it after a "
-        "run to see a what-if."),
+        "run to see a what-if.",
+        "where a router trained on the two models expects the big model to choose another token"),
 }
 
 
 def plain_name(rule: Rule | str, short: bool = False) -> str:
-    """The rule in a sentence: "the seed's rule (perplexity)" ("the seed's rule", `short`), "the entropy
-    rule", "the learned router"."""
+    """The rule in a sentence, named by the number it reads: "the perplexity rule", "the entropy rule",
+    "the margin rule", "the learned router" (`WORDS[...].does` says what each weighs; the page's guide says
+    what each number means). `short`: the same words, for a chart's legend."""
     name = as_rule(rule).name
-    seed = "the seed's rule" if short else "the seed's rule (perplexity)"
-    return {"perplexity": seed, "learned": "the learned router"}.get(name, f"the {name} rule")
+    return "the learned router" if name == "learned" else f"the {name} rule"
 
 
 def choices(has_router: bool) -> list[tuple[str, str]]:

@@ -51,11 +51,20 @@ class Run:
     # The largest big-model share at which cascade beats the big model alone on this machine (from the
     # engine's measured costs), read after a comparison; None before one, or before any cost was measured.
     break_even: float | None = None
+    # The big model alone's seconds for this request, estimated from the costs the engine measured on this
+    # machine (`Engine.estimate_target_alone_s`); None before any were measured. A comparison replaces it.
+    alone_estimate_s: float | None = None
     # Which run this is, kept through its updates (stopped, compared): the session's branches know it by it.
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)
     # A follow-up's earlier questions and answers (`config.history` is their text, as the models read it),
     # with their runs where the page has them, so they are shown with their colours above this one.
     earlier: tuple[Turn, ...] = field(default=(), compare=False)
+
+    @property
+    def scoring(self) -> bool:
+        """The answer is written (its Summary came, from the engine's `Written` event) and the big model is
+        reading it to score it: the final Summary, with the scoring figures, follows."""
+        return self.running and self.summary is not None
 
     @property
     def text(self) -> str:
@@ -95,6 +104,9 @@ COMPARE_OUTPUTS = ("compare_html", "numbers", "rules_text", "rules_chart", "summ
 WHATIF_OUTPUTS = ("text_html", "chart")
 STOP_OUTPUTS = ("run", "summary")
 BRANCH_OUTPUTS = GENERATE_OUTPUTS + ("compare_html", "numbers")
+# What belonged to the run shown before, cleared by a quick step of its own when a generation is asked for
+# (Generate, a fork, a follow-up; refused or not), so that the /generate endpoint's outputs stay as they were.
+CLEARED_OUTPUTS = ("compare_html", "numbers", "rules_box", "rules_text", "rules_chart")
 # After a generation, a comparison or a Stop, the file that keeps the run is written in a step of its
 # own, so that the generation's own time does not include it.
 DOWNLOAD_OUTPUTS = ("download",)
@@ -120,21 +132,37 @@ def run_update(run: Run) -> Update:
 
 
 def summary_markdown(run: Run) -> str:
+    """The summary under the answer: a first line anyone reads (who wrote how much, how long it took, the
+    big model alone's time beside it), then the details. While the big model scores a written answer, the
+    answer is shown finished with its time, and the scoring as a step of its own."""
     if run.summary is not None:
+        first = f"**{first_line(run)}**"
+        if run.scoring:
+            return "  \n".join(line for line in (first, sentences.timing_sentence(run.summary),
+                                                 f"*{sentences.SCORING_STEP}*") if line)
         after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
         measured = measured_quality(run)
-        # The measured pass rates right under the speed verdict; a comparison's break-even sentence,
-        # which comes later, after them.
-        return (f"**{sentences.summary_sentence(run.summary)}**  \n{sentences.summary_details(run.summary)}"
-                + (f"  \n<span class=\"cascade-quality\">{measured}</span>" if measured else "")
-                + (f"  \n{after}" if after else ""))
+        # The measured pass rates right under the speed and the scoring; a comparison's break-even
+        # sentence, which comes later, after them.
+        lines = [first, *sentences.summary_lines(run.summary),
+                 f"<span class=\"cascade-quality\">{measured}</span>" if measured else None, after]
+        return "  \n".join(line for line in lines if line)
     if not run.running:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
     by_target = sum(e.source == "target" for e in accepted)
     copied = sum(e.source == "lookup" for e in accepted)
-    return (f"Writing… {len(accepted)} tokens so far, {by_target} by the big model"
+    return (f"Writing… {len(accepted)} tokens so far, {by_target} by the big model (red)"
             + (f", {copied} copied from the text." if copied else "."))
+
+
+def first_line(run: Run) -> str:
+    """The summary's first sentence: with the big model alone's time measured by Compare where the run was
+    compared, else as estimated from this machine's costs (or nothing, before any were measured)."""
+    if run.comparison is not None:
+        return sentences.summary_sentence(run.summary, run.comparison.wall_s, measured=True,
+                                          alone_tokens=run.comparison.n_tokens)
+    return sentences.summary_sentence(run.summary, run.alone_estimate_s)
 
 
 def measured_quality(run: Run) -> str | None:

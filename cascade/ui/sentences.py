@@ -1,65 +1,111 @@
-"""A run in sentences a non-programmer can read: the summary, a stopped run, and the comparison with
-the big model alone (measured speeds side by side, then where the two texts differ, word by word)."""
+"""A run in sentences a non-programmer can read: the summary (a first line anyone reads, then its time,
+what the big model's scoring found, how it went), a stopped run, and the comparison with the big model
+alone (measured speeds side by side, then where the two texts differ: `diff.py`). Every speed says
+what it counts: generation, reading the prompt included; the big model's scoring after it apart."""
 
 from __future__ import annotations
 
-import difflib
 import html
 import math
-import re
 from typing import Sequence
 
 from ..engine.events import Summary, TokenEvent
 from ..routing.rules import RULE_TABLE
 from . import rulewords
-from .style import GREEN, RED, TEXT_STYLE
+from .diff import comparison_diff
 
 _STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most tokens allowed",
           "stop_string": "it wrote a stop string", "context_full": "the context was full",
           "cancelled": "you pressed Stop"}
 
+# What every speed on the page counts (the big model's scoring of a finished answer comes after it).
+COUNTED = "generation, reading the prompt included; the scoring after it apart"
+
 
 def _copied(n_lookup: int) -> str:
-    return f", {n_lookup} {'was' if n_lookup == 1 else 'were'} copied from the text" if n_lookup else ""
+    return f", and {n_lookup} {'was' if n_lookup == 1 else 'were'} copied from the text (purple)" if n_lookup else ""
 
 
-def summary_sentence(summary: Summary) -> str:
-    """One line a non-programmer can read: how much the big model did (and by which rule, when not the
-    seed's perplexity), the measured speed, and how the big model reads the text."""
+def _seconds(x: float) -> str:
+    """A time as a person reads it: 0.62 s, 6.4 s, 12.3 s."""
+    return f"{x:.2f} s" if x < 1 else f"{x:.1f} s"
+
+
+def summary_sentence(summary: Summary, alone_s: float | None = None, measured: bool = False,
+                     alone_tokens: int | None = None) -> str:
+    """The summary's first line, a sentence anyone reads: how many tokens the big model wrote (red), how
+    long the answer took, and how long the big model alone takes: `alone_s` measured (Compare, for its
+    `alone_tokens`), or estimated from this machine's measured costs; nothing said without either."""
     n, t = summary.n_tokens, summary.n_target_tokens
-    speed = f"{summary.tokens_per_s:.1f} tokens/s"
     if n == 0:
-        return f"No tokens were written · {summary.wall_s:.1f} s"
+        return f"No tokens were written ({_seconds(summary.wall_s)})."
     if summary.policy == "target":
-        return f"The big model wrote all {n} tokens by itself · {speed}" + _quality(summary)
+        return (f"The big model wrote all {n} tokens itself (red): this was the big model alone. It took "
+                f"{_seconds(summary.wall_s)}.")
     copied = _copied(summary.n_lookup_tokens)
-    rule = (f", judged by {rulewords.plain_name(summary.rule)}"
-            if summary.rule in RULE_TABLE and summary.rule != "perplexity" else "")
-    if t == 0:
-        return f"0 of {n} tokens needed the big model{rule}{copied} · {speed}" + _quality(summary)
-    return f"{t} of {n} tokens ({round(100 * t / n)}%) needed the big model{rule}{copied} · {speed}" + _quality(summary)
+    if t == 0 and summary.target.calls == 0:
+        who = f"The big model wrote 0 of {n} tokens: this was the small model alone{copied}."
+    elif t == 0:
+        who = f"The big model wrote 0 of {n} tokens{copied}: it checked the small model's and kept them all."
+    else:
+        who = f"The big model wrote {t} of {n} tokens (red){copied}."
+    took = f"This took {_seconds(summary.wall_s)}"
+    if alone_s is None:
+        return f"{who} {took}."
+    if measured:
+        its = f" for its {alone_tokens} tokens" if alone_tokens is not None and alone_tokens != n else ""
+        return f"{who} {took}; the big model alone took {_seconds(alone_s)}{its} (measured just now)."
+    return (f"{who} {took}; the big model alone would take about {_seconds(alone_s)} (estimated from this "
+            f"machine's measured speeds; press Compare to measure it).")
 
 
-def _quality(summary: Summary) -> str:
-    """How the big model reads the finished text: the share of tokens it would have written itself, and
-    its perplexity of the text; nothing for a cancelled run or a value not measured."""
-    if summary.stop_reason == "cancelled":
-        return ""
+SCORING_STEP = "Finished. The big model is reading the answer to score it…"
+
+
+def timing_sentence(summary: Summary) -> str:
+    """When the first token came, and each model's share of the time, in plain words."""
     parts = []
+    if summary.first_token_s is not None and summary.n_tokens:
+        parts.append(f"the first token came after {_seconds(summary.first_token_s)} (the models read the prompt "
+                     f"first)")
+    worked = [f"the {name} model worked {_seconds(stats.seconds)}" for name, stats in
+              (("small", summary.draft), ("big", summary.target)) if stats.seconds > 0]
+    if worked:
+        rest = summary.overhead_s
+        parts.append(f"of the {_seconds(summary.wall_s)}, {' and '.join(worked)}"
+                     + (f"; the rest ({_seconds(rest)}) went to choosing who writes and keeping count" if rest >= 0.005
+                        else ""))
+    return f"Measured on this machine: {'; '.join(parts)}." if parts else ""
+
+
+def speed_sentence(summary: Summary) -> str:
+    """The run's speed, saying what it counts."""
+    return f"Speed: {summary.tokens_per_s:.1f} tokens/s ({COUNTED})."
+
+
+def scoring_sentence(summary: Summary) -> str | None:
+    """What the big model's reading of the finished answer found, with its own time; None for a
+    cancelled run or one it did not score."""
+    if summary.stop_reason == "cancelled":
+        return None
+    found = []
     agreement = summary.target_agreement
     if agreement is not None and math.isfinite(agreement) and summary.policy != "target":
-        parts.append(f"the big model would have written {agreement:.0%} of these tokens itself")
+        found.append(f"at {agreement:.0%} of the tokens it would have chosen the same token itself")
     ppl = summary.text_ppl_by_target
     if ppl is not None and math.isfinite(ppl):
-        parts.append(f"the big model's perplexity of this text: {ppl:.1f}" if ppl < 100
-                     else f"the big model's perplexity of this text: {ppl:,.0f}")
-    return "".join(f" · {p}" for p in parts)
+        number = f"{ppl:.1f}" if ppl < 100 else f"{ppl:,.0f}"
+        found.append(f"its perplexity of the text is {number} (how surprised it was, on average: 1 means it "
+                     f"expected every token)")
+    if not found:
+        return None
+    return (f"The big model then scored the finished answer ({_seconds(summary.scoring_s)}, not part of the "
+            f"{_seconds(summary.wall_s)} above): {', and '.join(found)}.")
 
 
-def summary_details(summary: Summary) -> str:
-    """The measured facts behind the sentence, in plain words."""
-    parts = [f"{summary.n_tokens} tokens in {summary.wall_s:.2f} s, measured on this machine (reading the "
-             f"prompt included); it stopped because {_STOPS.get(summary.stop_reason, summary.stop_reason)}."]
+def _how_it_went(summary: Summary) -> str:
+    """Why the run stopped, what became of the small model's proposals, and the rule that judged them."""
+    parts = [f"It stopped because {_STOPS.get(summary.stop_reason, summary.stop_reason)}."]
     if summary.n_drafted:
         kept = f"The small model proposed {summary.n_drafted} tokens and {summary.n_draft_tokens} were kept"
         why = [f"{summary.n_escalated} it was unsure of" if summary.n_escalated else "",
@@ -70,7 +116,23 @@ def summary_details(summary: Summary) -> str:
     if summary.n_lookup_proposed:
         parts.append(f"Prompt lookup proposed {summary.n_lookup_proposed} tokens copied from earlier in the text "
                      f"and the big model, checking them, kept {summary.n_lookup_tokens}.")
+    if summary.rule in RULE_TABLE:
+        parts.append(f"Each of the small model's tokens was judged by {rulewords.plain_name(summary.rule)} "
+                     f"({rulewords.WORDS[summary.rule].does}).")
     return " ".join(parts)
+
+
+def summary_lines(summary: Summary) -> list[str]:
+    """Everything under a finished run's first line, a line each: its time and speed, what the big model's
+    scoring found, how it went."""
+    timing = timing_sentence(summary)
+    return [line for line in (f"{timing} {speed_sentence(summary)}".strip(), scoring_sentence(summary),
+                              _how_it_went(summary)) if line]
+
+
+def summary_details(summary: Summary) -> str:
+    """The measured facts behind the first line, in one paragraph (a run file's)."""
+    return " ".join(summary_lines(summary))
 
 
 def stopped_sentence(events: Sequence[TokenEvent]) -> str:
@@ -80,49 +142,12 @@ def stopped_sentence(events: Sequence[TokenEvent]) -> str:
     if not accepted:
         return "Stopped before the first token."
     speed = n / accepted[-1].t if accepted[-1].t > 0 else 0.0
-    share = f" ({round(100 * t / n)}%)" if n else ""
     copied = _copied(sum(e.source == "lookup" for e in accepted))
-    return (f"Stopped after {n} tokens · {t} of {n}{share} needed the big model{copied} · {speed:.1f} tokens/s "
-            f"until then")
+    return (f"Stopped after {n} tokens: the big model wrote {t} of {n} (red){copied}. Until then: "
+            f"{speed:.1f} tokens/s (generation, reading the prompt included).")
 
 
 # ---- comparing with the target alone -------------------------------------------------------------
-
-def word_diff(a: str, b: str) -> list[tuple[str, str]]:
-    """Word-level differences from text `a` to text `b` as (op, text) pieces, op in equal/delete/insert.
-
-    Whitespace runs are pieces of their own, so the joined "equal"+"delete" pieces give `a` back and
-    "equal"+"insert" give `b`.
-    """
-    wa, wb = re.findall(r"\s+|\S+", a), re.findall(r"\s+|\S+", b)
-    pieces: list[tuple[str, str]] = []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
-        if op == "equal":
-            pieces.append(("equal", "".join(wa[i1:i2])))
-            continue
-        if i2 > i1:
-            pieces.append(("delete", "".join(wa[i1:i2])))
-        if j2 > j1:
-            pieces.append(("insert", "".join(wb[j1:j2])))
-    return pieces
-
-
-def diff_html(a: str, b: str) -> str:
-    style = {"delete": f"color:{RED};text-decoration:line-through;background:rgba(198,40,40,.08)",
-             "insert": f"color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.10)"}
-    tag = {"delete": "del", "insert": "ins"}
-    out = []
-    for op, text in word_diff(a, b):
-        if op == "equal":
-            out.append(html.escape(text))
-        else:
-            out.append(f'<{tag[op]} class="diff-{op}" style="{style[op]}">{html.escape(text)}</{tag[op]}>')
-    return "".join(out)
-
-
-def _differing_words(a: str, b: str) -> int:
-    return sum(len(text.split()) for op, text in word_diff(a, b) if op != "equal")
-
 
 def _table(rows: list[tuple[str, ...]]) -> str:
     """A small HTML table; the first row is the header. Cells are escaped."""
@@ -133,38 +158,36 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 
 
 def compare_html(run: Summary, alone: Summary) -> str:
-    """This run and the target alone, side by side: measured speeds, then where the texts differ."""
+    """This run and the target alone, side by side: measured speeds, then where the texts differ. Both
+    runs wrote before the big model scored them, and both speeds leave that scoring out: like with like."""
     ratio = run.tokens_per_s / alone.tokens_per_s if alone.tokens_per_s > 0 else None
     if ratio is None:
         verdict = "The big model alone wrote nothing, so there is no speed to compare."
     elif ratio >= 1:
-        verdict = f"Measured just now, this run was {ratio:.2f}× as fast as the big model alone."
+        verdict = (f"Measured just now, this run was {ratio:.2f}× as fast as the big model alone: "
+                   f"{_seconds(run.wall_s)} against {_seconds(alone.wall_s)} ({COUNTED}).")
     else:
-        verdict = (f"Measured just now, this run was slower than the big model alone "
-                   f"({ratio:.2f}× its speed): on this machine the small model's help cost more than it saved.")
+        verdict = (f"Measured just now, this run was slower than the big model alone ({ratio:.2f}× its speed): "
+                   f"{_seconds(run.wall_s)} against {_seconds(alone.wall_s)} ({COUNTED}); on this machine the "
+                   f"small model's help cost more than it saved.")
     lengths = sorted((run.n_tokens, alone.n_tokens))
     if lengths[0] and lengths[1] > 1.5 * lengths[0]:
         verdict += (f" The texts differ in length ({run.n_tokens} and {alone.n_tokens} tokens) and reading the "
                     f"prompt weighs more on a short one: the writing speeds compare more fairly.")
     speed = lambda v: f"{v:.1f} tokens/s" if v else "–"  # noqa: E731
+    first = lambda s: "–" if s.first_token_s is None else f"{s.first_token_s:.2f} s"  # noqa: E731
     table = _table([
         ("", f"this run ({run.policy})", "big model alone"),
-        ("speed (from pressing Generate)", speed(run.tokens_per_s), speed(alone.tokens_per_s)),
+        ("speed (generation, reading the prompt included)", speed(run.tokens_per_s), speed(alone.tokens_per_s)),
         ("writing speed (after the first token)", speed(run.writing_tokens_per_s), speed(alone.writing_tokens_per_s)),
         ("tokens", str(run.n_tokens), str(alone.n_tokens)),
-        ("time", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
+        ("time (generation, reading the prompt included)", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
+        ("first token after", first(run), first(alone)),
         ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}",
          f"{alone.n_tokens} of {alone.n_tokens}"),
     ] + ([("copied from the text (prompt lookup)", f"{run.n_lookup_tokens} of {run.n_tokens}", "–")]
          if run.n_lookup_proposed else []))
-    if run.text == alone.text:
-        diff = "<p>The two texts are <b>identical</b>.</p>"
-    else:
-        n = _differing_words(run.text, alone.text)
-        diff = (f"<p>The texts differ ({n} words changed). "
-                f'<del style="color:{RED}">Struck through</del>: only in this run; '
-                f'<ins style="color:{GREEN}">underlined</ins>: only in the big model\'s text.</p>'
-                f'<div class="cascade-diff" style="{TEXT_STYLE}">{diff_html(run.text, alone.text)}</div>')
+    diff = comparison_diff(run.text, alone.text)  # code by line, prose by word (`diff.py`)
     return (f'<div class="cascade-compare">{table}'
             f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
             f"work on it shifts both numbers.</p>{diff}</div>")

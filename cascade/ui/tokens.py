@@ -1,6 +1,9 @@
 """The text of a run as HTML: one span per token, red where the big model wrote it, purple where prompt
 lookup copied it from earlier in the text, and its what-if.
 
+Fenced code in the text (```python … ```) is drawn as a monospace block that keeps its indentation,
+its tokens each still one span with its colour and hover data; the fence's own line is dimmed.
+
 Pure functions from a run's `Routing` (its events, read once) to HTML strings; nothing here knows
 Gradio or runs a model. Everything a model wrote is untrusted text: it is escaped (`html.escape`)
 before it goes into HTML or into an attribute.
@@ -10,11 +13,14 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
+from functools import partial
 
 from ..engine.analysis import Routing, Slot, as_rule
 from ..engine.events import TokenEvent
 from ..routing.rules import Rule
 from . import rulewords
+from .diff import CODE_FONT, parts
 from .style import GREY, LOOKUP, PURPLE, RED, TEXT_STYLE, fmt_ppl, fmt_threshold, visible, written_by
 
 _STATUS_WORDS = {
@@ -32,9 +38,53 @@ GIVEN_STYLE = f"color:{GREY};background:rgba(0,0,0,.05);border-radius:3px"
 GIVEN_TITLE = ("given in the request: the answer starts with this text; both models read it, neither wrote it")
 
 
+# Fenced code: a block in a monospace font that keeps every space and line break (scrolling sideways
+# rather than wrapping a long line), and its fences' own lines ("```python") dimmed.
+CODE_STYLE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto;tab-size:4;"
+              "font-size:.9em;line-height:1.5;margin:4px 0;padding:8px 10px;border-radius:6px;"
+              "background:rgba(128,128,128,.07);border:1px solid rgba(128,128,128,.25)")
+FENCE_STYLE = "opacity:.5"
+
+
 def given_html(given: str) -> str:
     """The answer prefix, given in the request: one grey span before the models' tokens."""
     return _span(given, GIVEN_TITLE, "tok given", GIVEN_STYLE) if given else ""
+
+
+def _laid_out(pieces: list[tuple[str, Callable[[str], str]]]) -> str:
+    """The text's pieces, each (text, how to draw a part of it), as prose and code blocks: where a fence
+    opens (`diff.parts`; it may be split across tokens, or given), a monospace block starts; it ends at
+    the closing fence, or with the text while the fence is still open. A token across a block's edge is
+    drawn in parts, each with the token's class, hover text and data; an empty piece (a refused draft, struck
+    through) is drawn in the part of the text that follows it."""
+    text = "".join(t for t, _ in pieces)
+    regions = parts(text)
+    if all(kind == "prose" for kind, _, _ in regions):
+        return "".join(draw(t) for t, draw in pieces)
+    drawn: list[list[str]] = [[] for _ in regions]
+    r = pos = 0
+    for t, draw in pieces:
+        if not t:
+            while r < len(regions) - 1 and pos >= regions[r][2]:
+                r += 1
+            drawn[r].append(draw(t))
+            continue
+        end = pos + len(t)
+        while pos < end:
+            while regions[r][2] <= pos:
+                r += 1
+            cut = min(end, regions[r][2])
+            drawn[r].append(draw(text[pos:cut]))
+            pos = cut
+    out = []
+    for (kind, _, _), region in zip(regions, drawn):
+        body = "".join(region)
+        if kind == "open":  # a block starts; it ends at its closing fence, or with the text
+            out.append(f'<span class="cascade-code" style="{CODE_STYLE}">')
+        if kind in ("open", "close"):
+            body = f'<span class="code-fence" style="{FENCE_STYLE}">{body}</span>'
+        out.append(body + ("</span>" if kind == "close" else ""))
+    return "".join(out) + ("</span>" if regions[-1][0] in ("open", "code") else "")
 
 
 def _status_words(status: str, rule: Rule) -> str:
@@ -131,7 +181,7 @@ def _whatif_look(slot: Slot, threshold: float, rule: Rule, named: bool) -> tuple
 
 
 def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str = "perplexity",
-                run_rule: Rule | str = "perplexity") -> str:
+                run_rule: Rule | str = "perplexity", given: str = "") -> str:
     """The generated text, one span per token, red where the target wrote it, purple where prompt lookup
     copied it from earlier in the text (and the target checked it).
 
@@ -142,12 +192,17 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
     With `whatif`, red instead marks the positions `rule` would have sent to the big model at that
     threshold, by the draft's recorded reading (perplexity above it, by the seed's rule); positions
     without the rule's number are grey. Hovers name the run's rule's number, `run_rule`.
+
+    `given`: the answer's start given in the request, drawn grey before the tokens. Fenced code (which
+    `given` may open) is a monospace block (`_laid_out`).
     """
     rule, run_rule = as_rule(rule), as_rule(run_rule)
-    parts: list[str] = []
+    pieces: list[tuple[str, Callable[[str], str]]] = []
+    if given:
+        pieces.append((given, given_html))
     for event in routing.events:
         if event.status in ("rejected", "rolled_back"):
-            parts.append(_discarded(event))
+            pieces.append(("", partial(_as_is, _discarded(event))))
             continue
         if not event.accepted or not event.text:
             continue  # escalated: told in the hover; empty: half a character, completed by the next token
@@ -158,8 +213,13 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
         else:
             cls, style, words = _whatif_look(slot, whatif, rule, named=rule != run_rule)
             title += "\n" + words
-        parts.append(_span(event.text, title, cls, style, alternatives_data(event)))
-    return "".join(parts)
+        pieces.append((event.text, partial(_span, title=title, cls=cls, style=style,
+                                           alternatives=alternatives_data(event))))
+    return _laid_out(pieces)
+
+
+def _as_is(markup: str, _text: str) -> str:
+    return markup
 
 
 def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity", given: bool = False) -> str:
@@ -194,12 +254,12 @@ def text_panel(routing: Routing, *, run_threshold: float, threshold: float | Non
     whatif = routing.whatif_threshold(run_threshold, threshold, run_rule, rule)
     asked = Routing.whatif_asked(run_threshold, threshold, run_rule, rule)
     banner = whatif_banner(routing, run_threshold, threshold, run_rule, rule) if asked else ""
-    body = tokens_html(routing, whatif=whatif, rule=rule, run_rule=run_rule)
+    body = tokens_html(routing, whatif=whatif, rule=rule, run_rule=run_rule, given=given)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
             f'data-rule="{html.escape(rule if whatif is not None else run_rule)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
             f'{legend_html(whatif is not None, routing.has_lookup, rule, bool(given))}</div>'
-            f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{given_html(given)}{body}</div></div>')
+            f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
 
 
 def message_panel(message: str, kind: str = "info") -> str:

@@ -1,0 +1,169 @@
+"""Text as prose and fenced code, and where two texts differ: code line by line, prose word by word.
+
+An answer often mixes prose with code between fences (```python … ```). `parts` finds the fences: the
+text panel draws fenced code as a monospace block (`tokens.py`), and `diff_html` compares two texts
+(the comparison with the big model alone, `sentences.compare_html`): the fenced parts by line, so a
+reader sees which lines changed, the rest by word. Everything here escapes the texts: they are model
+output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import re
+
+from .style import GREEN, RED, TEXT_STYLE
+
+# A fence: three or more backticks (or tildes) at the start of a line; an opening one may name a
+# language ("```python"), a closing one is the same character, at least as many, alone on its line.
+_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})[^`\n]*\n?")
+_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*\n?")
+
+CODE_FONT = "ui-monospace,SFMono-Regular,Menlo,Consolas,'Liberation Mono',monospace"
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of `text`, each with its newline (the last may have none)."""
+    return re.findall(r"[^\n]*\n|[^\n]+", text)
+
+
+def parts(text: str) -> list[tuple[str, int, int]]:
+    """`text` cut into (kind, start, end), in order and covering it: "prose"; "open", a fence's opening
+    line ("```python" and its newline); "code", the lines inside; "close", the closing fence's line. A
+    fence not closed yet (an answer still being written) runs to the end of the text."""
+    out: list[tuple[str, int, int]] = []
+
+    def add(kind: str, start: int, end: int) -> None:
+        if end > start:
+            out.append((kind, start, end))
+
+    fence, start, pos = "", 0, 0  # fence: the open fence's marker ("```"), "" outside one
+    for line in _lines(text):
+        end = pos + len(line)
+        if not fence and (m := _OPEN.fullmatch(line)):
+            add("prose", start, pos)
+            add("open", pos, end)
+            fence, start = m.group(1), end
+        elif fence and (m := _CLOSE.fullmatch(line)) and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            add("code", start, pos)
+            add("close", pos, end)
+            fence, start = "", end
+        pos = end
+    add("code" if fence else "prose", start, len(text))
+    return out
+
+
+# ---- where two texts differ -------------------------------------------------------------------------
+
+def _units(text: str) -> list[tuple[str, str]]:
+    """(kind, text) units to compare: prose as words and the whitespace between them, fenced code (its
+    fences included) as whole lines."""
+    units: list[tuple[str, str]] = []
+    for kind, start, end in parts(text):
+        chunk = text[start:end]
+        if kind == "prose":
+            units += [("prose", w) for w in re.findall(r"\s+|\S+", chunk)]
+        else:
+            units += [("code", line) for line in _lines(chunk)]
+    return units
+
+
+def _changes(ua: list, ub: list) -> list[tuple[str, int, int, int, int]]:
+    """SequenceMatcher's opcodes, with changes that only whitespace separates merged into one: "the cat
+    sat" → "a dog lay" reads as one change, not as three words glued to three others."""
+    merged: list[list] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ua, ub, autojunk=False).get_opcodes():
+        gap = merged[-2:] if len(merged) >= 2 else []
+        if (op != "equal" and len(gap) == 2 and gap[0][0] != "equal" and gap[1][0] == "equal"
+                and all(kind == "prose" and not text.strip() for kind, text in ua[gap[1][1]:gap[1][2]])):
+            merged[-2:] = [["replace", gap[0][1], i2, gap[0][3], j2]]
+        else:
+            merged.append([op, i1, i2, j1, j2])
+    return [tuple(m) for m in merged]
+
+
+def pieces(a: str, b: str) -> list[tuple[str, str, str]]:
+    """Where `b` differs from `a`, as (op, kind, text) in order: op in equal/delete/insert, kind "prose"
+    or "code" (whole lines of fenced code). The "equal" and "delete" pieces joined give `a` back, the
+    "equal" and "insert" ones `b`; a change's deleted pieces come before its inserted ones."""
+    ua, ub = _units(a), _units(b)
+    out: list[tuple[str, str, str]] = []
+
+    def add(op: str, units: list[tuple[str, str]]) -> None:
+        for kind, text in units:
+            if out and out[-1][:2] == (op, kind):
+                out[-1] = (op, kind, out[-1][2] + text)
+            else:
+                out.append((op, kind, text))
+
+    for op, i1, i2, j1, j2 in _changes(ua, ub):
+        if op == "equal":
+            add("equal", ua[i1:i2])
+        else:
+            add("delete", ua[i1:i2])
+            add("insert", ub[j1:j2])
+    return out
+
+
+def changed(a: str, b: str) -> str:
+    """How much differs, in words: "3 words changed", "2 lines changed", "2 lines and 3 words changed".
+    A change counts the longer of its two sides: a word replaced by another is one word changed."""
+    lines = words = 0
+    ua, ub = _units(a), _units(b)
+    for op, i1, i2, j1, j2 in _changes(ua, ub):
+        if op != "equal":
+            sides = (ua[i1:i2], ub[j1:j2])
+            lines += max(sum(kind == "code" for kind, _ in side) for side in sides)
+            words += max(sum(len(text.split()) for kind, text in side if kind == "prose") for side in sides)
+    if not lines and not words:
+        return "only spaces or line breaks changed"
+    said = [f"{lines} line{'s' * (lines != 1)}" if lines else "", f"{words} word{'s' * (words != 1)}" if words else ""]
+    return " and ".join(s for s in said if s) + " changed"
+
+
+_DELETE = f"color:{RED};text-decoration:line-through;background:rgba(198,40,40,.08)"
+_INSERT = f"color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.10)"
+# A changed line of code: a whole-width band, struck through or underlined as a changed word is.
+_LINE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto;font-size:.9em;"
+         f"padding:0 8px;border-left:3px solid")
+_CODE = _LINE + " rgba(128,128,128,.35);background:rgba(128,128,128,.06)"
+_DELETED_LINES = f"{_LINE} {RED};color:{RED};text-decoration:line-through;background:rgba(198,40,40,.10)"
+_INSERTED_LINES = f"{_LINE} {GREEN};color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.12)"
+# An inserted word right after a deleted one keeps a space's width from it, so "if" → "elif" reads
+# "if elif", never "ifelif" (the space is a margin, not text: both texts stay as they were).
+_APART = ";margin-left:.35em"
+
+
+def diff_html(a: str, b: str) -> str:
+    """The two texts as one, escaped: prose a deleted word struck through in red, an inserted one
+    underlined in green; fenced code by whole lines (unchanged lines on grey, changed ones in the same
+    colours), so a reader sees which lines changed."""
+    out: list[str] = []
+    previous = None
+    for op, kind, text in pieces(a, b):
+        body = html.escape(text)
+        if kind == "code":
+            style = {"equal": _CODE, "delete": _DELETED_LINES, "insert": _INSERTED_LINES}[op]
+            tag = {"equal": "span", "delete": "del", "insert": "ins"}[op]
+            cls = {"equal": "diff-code", "delete": "diff-delete diff-lines", "insert": "diff-insert diff-lines"}[op]
+            out.append(f'<{tag} class="{cls}" style="{style}">{body}</{tag}>')
+        elif op == "equal":
+            out.append(body)
+        elif op == "delete":
+            out.append(f'<del class="diff-delete" style="{_DELETE}">{body}</del>')
+        else:
+            apart = _APART if previous == ("delete", "prose") else ""
+            out.append(f'<ins class="diff-insert" style="{_INSERT}{apart}">{body}</ins>')
+        previous = (op, kind)
+    return "".join(out)
+
+
+def comparison_diff(a: str, b: str) -> str:
+    """The comparison's "where the texts differ": `a`, this run's text, against `b`, the big model's."""
+    if a == b:
+        return "<p>The two texts are <b>identical</b>.</p>"
+    return (f"<p>The texts differ ({changed(a, b)}). "
+            f'<del style="color:{RED}">Struck through</del>: only in this run; '
+            f'<ins style="color:{GREEN}">underlined</ins>: only in the big model\'s text.</p>'
+            f'<div class="cascade-diff" style="{TEXT_STYLE}">{diff_html(a, b)}</div>')

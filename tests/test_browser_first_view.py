@@ -1,0 +1,167 @@
+"""The page as a first visitor meets it, on a desktop (1400×1000) and a phone (390×844), in a real browser
+over the toy models: the prompt and Generate in the first screen, nothing wider than the screen, no output
+of an earlier run left under a new one, a fork that writes with its run's own settings and says so, and the
+threshold's bar on the rule's own scale. It leaves the first view of each in artifacts/
+(first-view-desktop.png, first-view-phone.png).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from cascade.engine.config import PAGE_START  # noqa: E402
+from cascade.serving.examples import load_examples  # noqa: E402
+from cascade.ui.controls import BAR_STEPS, bar_position  # noqa: E402
+from cascade.ui.rulewords import slider_props  # noqa: E402
+
+from .helpers import ARTIFACTS, finished  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+VIEWPORTS = {"desktop": (1400, 1000), "phone": (390, 844)}
+
+# Elements that reach past the screen's right edge (or its left), but for those placed far off it on
+# purpose (Plotly measures text off-screen), and the page's own width.
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth, wide = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.right <= 0 || getComputedStyle(e).position === 'fixed') continue;
+    if (r.right > width + 1 || r.left < -1) wide.push(`${e.tagName}.${String(e.className).slice(0, 60)} ${r.left}-${r.right}`);
+  }
+  return {scrollWidth: document.documentElement.scrollWidth, wide: wide.slice(0, 10)};
+}"""
+
+
+def opened(browser, url: str, viewport: str, query: str = ""):
+    width, height = VIEWPORTS[viewport]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url + (f"?{query}" if query else ""))
+    page.get_by_role("button", name="Generate").wait_for()
+    return page
+
+
+def assert_nothing_overflows(page, viewport: str) -> None:
+    width, _ = VIEWPORTS[viewport]
+    measured = page.evaluate(OVERFLOW)
+    assert measured["scrollWidth"] <= width and measured["wide"] == [], measured
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_the_prompt_and_generate_are_in_the_first_screen_and_nothing_overflows(browser, page_url, viewport):
+    page = opened(browser, page_url, viewport)
+    page.wait_for_function("() => /toy models/.test(document.body.innerText)", timeout=15_000)  # loaded
+    _, height = VIEWPORTS[viewport]
+    prompt, generate = page.get_by_label("Prompt"), page.get_by_role("button", name="Generate")
+    for control in (prompt, generate):
+        box = control.bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (viewport, box)
+    # The page starts with its first example, at its own start (the margin rule at 0.1).
+    first = next(e for e in load_examples(page=True) if e.first)
+    assert prompt.input_value() == first.prompt
+    threshold = page.get_by_label(f"number input for {slider_props(PAGE_START.rule)['label']}")
+    assert float(threshold.input_value()) == PAGE_START.threshold
+    # The guide waits, closed, under the answer.
+    guide = page.get_by_text("How to read this page", exact=True)
+    assert guide.bounding_box()["y"] > page.locator(".cascade-text-box").first.bounding_box()["y"]
+    assert not page.locator(".cascade-guide .prose").first.is_visible()
+    # "Who writes": its text stops before its arrow.
+    assert page.evaluate("""() => {
+      const input = document.querySelector('.cascade-policy input'), arrow = document.querySelector('.cascade-policy .icon-wrap');
+      return input.getBoundingClientRect().right - parseFloat(getComputedStyle(input).paddingRight)
+             <= arrow.getBoundingClientRect().left + 1; }""")
+    assert_nothing_overflows(page, viewport)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"first-view-{viewport}.png"))
+    page.close()
+
+
+def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page_url):
+    # On the phone: what is cleared is the same on any screen, and what must fit (the comparison, its diff,
+    # the curves) is tightest there.
+    viewport = "phone"
+    page = opened(browser, page_url, viewport, "prompt=The+cat+sat&mode=raw&max_tokens=16&run=1")
+    finished(page)
+    page.get_by_role("button", name="Compare with the big model alone").click()
+    page.wait_for_function("() => !!document.querySelector('.cascade-rules-chart .js-plotly-plot')", timeout=90_000)
+    assert "big model alone" in page.inner_text(".cascade-compare-box")
+    assert_nothing_overflows(page, viewport)  # the comparison, its diff and the curves fit too
+
+    def nothing_of_the_comparison() -> None:
+        page.wait_for_function("() => !document.querySelector('.cascade-compare-box')?.innerText.trim()",
+                               timeout=15_000)
+        page.locator(".cascade-rules").first.wait_for(state="hidden", timeout=10_000)
+        # (The old run's file goes with the step that follows the request: wait for it, do not race it.)
+        page.get_by_role("button", name="Download this run").wait_for(state="hidden", timeout=10_000)
+
+    # Refused (an empty prompt): the old comparison goes all the same.
+    page.get_by_label("Prompt").fill("")
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_function("() => /prompt is empty/i.test(document.querySelector('.cascade-summary')?.innerText)",
+                           timeout=30_000)
+    nothing_of_the_comparison()
+    # Written: its own answer, and no comparison until one is asked for.
+    page.get_by_label("Prompt").fill("The dog ran")
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    nothing_of_the_comparison()
+    page.get_by_text("Measured numbers (comparison)").click()
+    assert "big_model_alone" not in page.inner_text("body")
+    page.close()
+
+
+def test_a_fork_after_moving_the_slider_writes_with_its_runs_threshold_and_says_so(browser, page_url):
+    page = opened(browser, page_url, "desktop", "prompt=The+cat+sat+on+the+mat&mode=raw&max_tokens=24&run=1")
+    finished(page)
+    first_summary = page.inner_text(".cascade-summary")
+    threshold = page.get_by_label(f"number input for {slider_props(PAGE_START.rule)['label']}")
+    threshold.fill("0.5")  # a what-if, after the run
+    threshold.press("Enter")
+    page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
+
+    page.locator(".cascade-text .tok").nth(2).click()
+    tip = page.locator("body > .cascade-alts")
+    tip.wait_for(state="visible", timeout=10_000)
+    tip.locator(".alts-columns > div").nth(0).locator("tr.choice:not(.chosen)").first.click()
+    said = page.get_by_text("This fork writes with the settings of the run it comes from")
+    said.wait_for(timeout=15_000)
+    assert f"threshold {PAGE_START.threshold:g}, not the 0.5 the slider shows" in said.inner_text()
+    page.wait_for_function("(s) => { const t = document.querySelector('.cascade-summary')?.innerText || '';"
+                           " return /tokens\\/s/.test(t) && t !== s; }", arg=first_summary, timeout=90_000)
+    assert "2 · fork of 1 at token 2" in page.locator(".cascade-branches").first.inner_text()
+    # The controls show the threshold it wrote with, and its chart draws that line.
+    assert float(threshold.input_value()) == PAGE_START.threshold
+    lines = page.evaluate("() => document.querySelector('.cascade-chart .js-plotly-plot').data"
+                          ".filter(t => t.meta === 'threshold').map(t => t.y[0])")
+    assert lines == [PAGE_START.threshold]
+    page.close()
+
+
+def test_the_threshold_bar_is_logarithmic_for_perplexity_and_still_moves_the_what_if(browser, page_url):
+    page = opened(browser, page_url, "desktop", "prompt=The+cat+sat&mode=raw&rule=perplexity&max_tokens=16&run=1")
+    finished(page)
+    threshold = page.get_by_label(f"number input for {slider_props('perplexity')['label']}")
+    bar = page.locator(".cascade-threshold-bar input[type=range]")
+    assert float(threshold.input_value()) == 5.0 and int(bar.input_value()) == bar_position("perplexity", 5.0)
+    # The middle of the bar is 10: perplexity 1 to 10 is half its length, not a tenth.
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function("() => Math.abs(Number(document.querySelector('.cascade-threshold input[type=number]')"
+                           ".value) - 10) <= 0.5", timeout=10_000)
+    # ... and a what-if at that threshold, with no new run.
+    page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
+    banner = page.inner_text(".whatif-banner")
+    assert re.search(r"threshold (9\.\d|10(\.\d)?)\b", banner), banner
+    # A threshold typed in moves the bar to it.
+    threshold.fill("2")
+    threshold.press("Enter")
+    page.wait_for_function("(n) => Number(document.querySelector('.cascade-threshold-bar input[type=range]').value)"
+                           " === n", arg=bar_position("perplexity", 2.0), timeout=10_000)
+    assert bar_position("perplexity", 10.0) == BAR_STEPS // 2
+    page.close()

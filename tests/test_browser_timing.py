@@ -1,0 +1,68 @@
+"""Timing a visitor can trust, in a real browser: the answer is marked finished (with its time) the moment
+its last token is written, while the big model's scoring of it is still a step of its own on screen; the
+scoring's figures come after.
+
+On the toy pair that scoring takes milliseconds; the engine here makes it last a second, as it lasts seconds
+on the real pair, so the step can be seen. (The mark is drawn as soon as the engine says the answer is
+written: the pump hands that event on without waiting for the page's next picture.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+from .helpers import SlowScoring, engine_for, finished, serve  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+SCORING_PAUSE_S = 1.0
+
+# Each state of the summary, with when it first showed and what the summary and the answer said then.
+WATCH = """() => {
+  window.cascadeMarks = [];
+  const seen = new Set();
+  const look = () => {
+    const summary = document.querySelector('.cascade-summary')?.innerText || '';
+    const state = /Writing/.test(summary) ? 'writing' : /score it/.test(summary) ? 'scoring'
+                : /tokens\\/s/.test(summary) ? 'final' : null;
+    if (state && !seen.has(state)) {
+      seen.add(state);
+      const text = document.querySelector('.cascade-text')?.innerText || '';
+      window.cascadeMarks.push({state, t: performance.now() / 1000, summary, text});
+    }
+  };
+  new MutationObserver(look).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+@pytest.fixture(scope="module")
+def slow_scoring_url(toy):
+    engine = SlowScoring(engine_for(toy.small, toy.related), pause_s=SCORING_PAUSE_S)
+    demo, url = serve(lambda progress: engine)
+    yield url
+    demo.close()
+
+
+def test_the_answer_is_marked_finished_before_the_big_model_scores_it(browser, slow_scoring_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(slow_scoring_url)
+    page.get_by_label("Prompt").fill("The cat sat on the mat")
+    page.evaluate(WATCH)
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    marks = {m["state"]: m for m in page.evaluate("window.cascadeMarks")}
+    assert list(marks)[-2:] == ["scoring", "final"], list(marks)
+    scoring, final = marks["scoring"], marks["final"]
+    # Finished: the answer's time, no longer "Writing", the whole text already shown, the scoring step apart.
+    assert "took" in scoring["summary"] and "tokens/s" not in scoring["summary"]
+    assert "The big model is reading the answer to score it" in scoring["summary"]
+    assert scoring["text"] == page.inner_text(".cascade-text")
+    # Then the scoring's figures, with its own time, once the scoring is done.
+    assert final["t"] - scoring["t"] >= SCORING_PAUSE_S * 0.5
+    summary = page.inner_text(".cascade-summary")
+    assert "score it" not in summary and "The big model then scored the finished answer" in summary
+    assert "tokens/s (generation, reading the prompt included; the scoring after it apart)" in summary
