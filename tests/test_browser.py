@@ -540,7 +540,10 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     page.get_by_role("button", name="Generate").click()
     finished(page)
 
-    # Asked while the next answer is still being written: refused, and that answer goes on.
+    # Asked while the next answer is still being written: refused, and that answer goes on. (700 tokens at
+    # most: long enough to be still writing when the question arrives on a busy machine, short enough that a
+    # follow-up to it still fits the context.)
+    write_at_most(page, 700)
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)

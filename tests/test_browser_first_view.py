@@ -81,10 +81,8 @@ def test_the_prompt_and_generate_are_in_the_first_screen_and_nothing_overflows(b
     page.close()
 
 
-def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page_url):
-    # On the phone: what is cleared is the same on any screen, and what must fit (the comparison, its diff,
-    # the curves) is tightest there.
-    viewport = "phone"
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page_url, viewport):
     page = opened(browser, page_url, viewport, "prompt=The+cat+sat&mode=raw&max_tokens=16&run=1")
     finished(page)
     page.get_by_role("button", name="Compare with the big model alone").click()
