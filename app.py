@@ -1,9 +1,10 @@
 """The Gradio page, and on the same port the OpenAI-compatible API (`/v1/...`): `python app.py` serves
 both (a Hugging Face Space runs the same file).
 
-Importing this module builds the page and loads no model: the models load on the first Generate (or the
-first API request), chosen by --draft/--target or CASCADE_DRAFT/CASCADE_TARGET (a .gguf path or
-repo_id/filename). Page visitors and API clients share the same engines.
+Importing this module builds the page and loads no model: `main` starts loading the models in the
+background as the server starts (a Generate or an API request that comes meanwhile waits for them, and
+`/health` says when they are ready), chosen by --draft/--target or CASCADE_DRAFT/CASCADE_TARGET (a .gguf
+path or repo_id/filename). Page visitors and API clients share the same engines.
 """
 
 from __future__ import annotations
@@ -21,21 +22,21 @@ from cascade.serving.service import EngineService
 service = EngineService()
 
 
-def page(workers: int):
-    """The page over the service's engines, `workers` requests at once (each leases its own engine)."""
-    return build_demo(service.lease, describe_models=service.describe, concurrency=workers,
+def page(at_once: int):
+    """The page over the service's engines, `at_once` requests at once (each leases its own engine: a slot)."""
+    return build_demo(service.lease, describe_models=service.describe, concurrency=at_once,
                       router=service.router)
 
 
-def workers_from_environment() -> int:
+def at_once_from_environment() -> int:
     try:
-        return model_config().workers  # CASCADE_WORKERS
+        return model_config().parallel  # CASCADE_PARALLEL
     except ValueError:
         return 1  # the first Generate then says which variable is wrong
 
 
-# Built at import, for a Space and for tools; --workers in main() builds it again.
-demo = page(workers_from_environment())
+# Built at import, for a Space and for tools; --parallel in main() builds it again.
+demo = page(at_once_from_environment())
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -65,15 +66,16 @@ def main(argv=None) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request of the page to itself
     config = model_config(model_flags(args))
     service.configure(config)
-    if config.workers != 1:
-        demo = page(config.workers)
+    if config.parallel != at_once_from_environment():
+        demo = page(config.parallel)
     import uvicorn
 
     tune_interpreter()  # the page's and the API's streams hand the GIL to and fro each token
-    # `workers` generations run at once, one per engine; other visitors and API requests wait in line.
+    # `at_once` generations run at once, one per slot; other visitors and API requests wait in line.
     host = args.host or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
     print(f"* The page: http://{host}:{port}/ · the OpenAI-compatible API: http://{host}:{port}/v1", flush=True)
+    service.ready()  # the models start loading now, in the background, as the port opens
     uvicorn.run(server(demo), host=host, port=port, log_level="warning")
 
 

@@ -55,12 +55,15 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
 
 
-def test_the_workers_bench_compares_n_engines_with_one(toy):
-    r = cascade("workers", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8",
-                "--settings", "1x1", "2x1", "--n-ctx", "512", timeout=300)
+def test_the_at_once_bench_compares_slots_and_engines_with_one_at_a_time(toy, tmp_path):
+    out = tmp_path / "at-once.json"
+    r = cascade("at-once", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8", "-n", "2",
+                "--rounds", "1", "--n-ctx", "512", "--threads", "1", "--json", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
-    lines = [line for line in r.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
-    assert len(lines) == 2 and "1.00×" in lines[0]
+    rows = {row["arrangement"]: row for row in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"one at a time", "2 slots", "2 engines"}
+    assert all(row["requests"] == 2 and row["same_text"] == 2 for row in rows.values())  # toy models: no near ties
+    assert "| 2 slots |" in r.stdout and "1.00×" in r.stdout
 
 
 SYNTHETIC = Costs(draft_step_s=0.02, target_step_s=0.05,
@@ -107,7 +110,8 @@ def test_a_draft_variant_runs_beside_the_main_draft_in_one_bench(toy, tmp_path):
     assert set(result["variant_costs"]) == {"large"} and "draft · large" in r.stdout
 
 
-@pytest.mark.parametrize("bad", ["2", "twoxone", "0x2", "2x"])
-def test_the_workers_bench_names_a_bad_setting(bad):
-    r = cascade("workers", "--draft", "d.gguf", "--target", "t.gguf", "--settings", bad)
-    assert r.returncode == 2 and "--settings takes ENGINESxTHREADS" in r.stderr and "Traceback" not in r.stderr
+def test_the_at_once_bench_names_a_bad_number_of_requests():
+    r = cascade("at-once", "--draft", "d.gguf", "--target", "t.gguf", "-n", "0")
+    assert r.returncode == 2 and "--requests must be between 1 and" in r.stderr and "Traceback" not in r.stderr
+
+

@@ -103,12 +103,13 @@ def test_a_hub_that_never_answers_is_reported_within_seconds(monkeypatch, tmp_pa
     assert 0.9 * timeout_s <= took < timeout_s + 3, "the Hub's timeout was not what bounded the wait"
 
 
-def test_two_workers_run_two_requests_at_once_each_on_its_own_engine(toy):
-    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, workers=2)
+def test_two_slots_run_two_requests_at_once_each_on_its_own_sequence_of_one_pair(toy):
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, parallel=2)
     service = EngineService(config)
     engines = service.engines()
     assert len(engines) == 2 and engines[0] is not engines[1]
-    assert engines[0].pair.draft.llm is not engines[1].pair.draft.llm
+    assert engines[0].pair.draft.llm is engines[1].pair.draft.llm  # one model, one context
+    assert [e.pair.slot for e in engines] == [0, 1] and engines[0].tuner is engines[1].tuner
     in_use, peak, lock = set(), [0], threading.Lock()
     requests = [page_inputs(prompt=p, policy=pol, max_tokens=24, temperature=t, seed=s)
                 for p, pol, t, s in (("The cat sat on the mat", "cascade", 0.0, 0), ("My name is Sam", "speculative", 0.8, 3),
@@ -138,8 +139,8 @@ def test_two_workers_run_two_requests_at_once_each_on_its_own_engine(toy):
     assert peak[0] == 2
 
 
-def test_the_page_runs_as_many_generations_at_once_as_it_has_workers(toy):
-    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, workers=2)
+def test_the_page_runs_as_many_generations_at_once_as_it_has_slots(toy):
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=1024, parallel=2)
     service = EngineService(config)
     demo, url = serve(service.lease, concurrency=2)
     try:

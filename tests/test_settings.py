@@ -28,9 +28,9 @@ def test_a_variable_that_is_not_a_number_is_named():
 def test_the_launchers_flags_are_every_model_setting():
     parser = argparse.ArgumentParser()
     add_model_flags(parser, page=True)
-    args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--workers", "2"])
+    args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--parallel", "2"])
     assert model_flags(args) == {"draft": None, "target": None, "n_threads": 2, "n_ctx": 256, "n_batch": None,
-                                 "n_gpu_layers": -1, "router": None, "workers": 2}
+                                 "n_gpu_layers": -1, "router": None, "parallel": 2}
     assert model_config(model_flags(args), env={}).device == "GPU (all layers offloaded), CPU, 2 threads"
 
 
@@ -38,12 +38,12 @@ def test_the_command_line_has_no_page_only_flag():
     parser = argparse.ArgumentParser()
     add_model_flags(parser)
     with pytest.raises(SystemExit):
-        parser.parse_args(["--workers", "2"])
+        parser.parse_args(["--parallel", "2"])
 
 
 def test_model_settings_out_of_range_are_named():
-    with pytest.raises(ValueError, match="workers must be between 1 and 64, got 0"):
-        model_config(env={"CASCADE_WORKERS": "0"})
+    with pytest.raises(ValueError, match="parallel must be between 1 and 64, got 0"):
+        model_config(env={"CASCADE_PARALLEL": "0"})
 
 
 def test_the_command_line_reads_the_same_environment_as_the_page(toy):

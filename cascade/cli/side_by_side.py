@@ -1,5 +1,6 @@
 """The front ends' speed against the engine's: `api-bench` and `page-bench` run one request through the
-engine and through the API or the page, alternating; `workers` runs the page with N engines against one."""
+engine and through the API or the page, alternating; `at-once` sends N requests at once to N slots, N engines,
+and one at a time."""
 
 from __future__ import annotations
 
@@ -67,33 +68,40 @@ def _check_rounds(args: argparse.Namespace) -> None:
         raise ValueError("--rounds and --max-tokens must be at least 1")
 
 
-def add_workers_arguments(workers: argparse.ArgumentParser) -> None:
-    add_model_flags(workers)
-    workers.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
-    workers.add_argument("--policy", choices=list(POLICY_TABLE), default="cascade", help="(default %(default)s)")
-    workers.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
-    workers.add_argument("--settings", nargs="+", default=["1x2", "2x2", "2x1"], metavar="NxT",
-                         help="engines x threads per model, in order (default %(default)s)")
+def add_at_once_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_flags(parser)
+    parser.add_argument("--prompts", type=Path, default=None, help="a JSON list of {name, prompt, chat}")
+    parser.add_argument("-n", "--requests", type=int, default=4,
+                        help="requests sent at once: the first N prompts (default %(default)s)")
+    parser.add_argument("--policy", choices=list(POLICY_TABLE), default="cascade", help="(default %(default)s)")
+    parser.add_argument("--max-tokens", type=int, default=96, help="tokens per generation (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of each arrangement (default %(default)s)")
+    parser.add_argument("--no-engines", action="store_true", help="leave out N engines (N loaded pairs)")
+    parser.add_argument("--memory", type=int, nargs="*", default=[], metavar="SLOTS",
+                        help="also measure the resident memory with these numbers of slots, each in a fresh process")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here as JSON")
 
 
-def workers(args: argparse.Namespace) -> int:
-    from ..bench.workers import measure_workers, workers_table
+def at_once(args: argparse.Namespace) -> int:
+    from ..bench.at_once import at_once_table, measure_at_once, memory_mb, memory_table, record
     from ..serving.examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
-    settings = [_engines_by_threads(s) for s in args.settings]
-    rows = measure_workers(model_config(model_flags(args)), examples,
-                           GenerationConfig(policy=args.policy, max_tokens=args.max_tokens), settings, log=log)
-    print(workers_table(rows))
+    if not 1 <= args.requests <= len(examples):
+        raise ValueError(f"--requests must be between 1 and {len(examples)} (the prompts given)")
+    _check_rounds(args)
+    models = model_config(model_flags(args))
+    rows = measure_at_once(models, examples[:args.requests], GenerationConfig(policy=args.policy,
+                           max_tokens=args.max_tokens), rounds=args.rounds, engines=not args.no_engines, log=log)
+    print(f"{args.requests} requests at once, {args.policy}, {args.max_tokens} tokens each, {models.n_threads} threads, "
+          f"greedy, means of {args.rounds} rounds:")
+    print(at_once_table(rows))
+    memory = {n: memory_mb(models, n) for n in args.memory}
+    if memory:
+        print(memory_table(memory))
+    if args.json:
+        args.json.write_text(record(rows, memory))
     return 0
-
-
-def _engines_by_threads(spec: str) -> tuple[int, int]:
-    """"2x1" -> (2 engines, 1 thread per model)."""
-    engines, sep, threads = spec.lower().partition("x")
-    if not (sep and engines.isdigit() and threads.isdigit() and int(engines) >= 1 and int(threads) >= 1):
-        raise ValueError(f"--settings takes ENGINESxTHREADS such as 2x1, got {spec!r}")
-    return int(engines), int(threads)
 
 
 COMMANDS = (
@@ -102,6 +110,6 @@ COMMANDS = (
     Command("page-bench", "the same request through the engine and through the page, side by side (a client in "
                           "its own process), and what recording both models' alternatives costs",
             add_page_bench_arguments, page_bench),
-    Command("workers", "the page with N engines against one: throughput and per-request speed",
-            add_workers_arguments, workers),
+    Command("at-once", "N requests at once: N slots over one pair against N engines and one at a time "
+                       "(throughput, per-request speed, first token, same text, memory)", add_at_once_arguments, at_once),
 )

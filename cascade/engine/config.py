@@ -55,14 +55,15 @@ class ModelConfig:
     # then -1 offloads every layer.
     n_gpu_layers: int = _opt(0, "layers of each model to offload to a GPU (-1: all)", min=-1, max=10000,
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
-    # The page only: engines loaded over the same memory-mapped files, one per running request. On a
-    # 2-core machine one is best (docs/hosting.md); more cores or a GPU can serve several visitors at once.
     # The learned rule's router (`routing/router.py`): a JSON file; "none" for no router. Unset, the shipped one,
     # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
-    workers: int = _opt(1, "page: generations that run at once, each on its own engine", min=1, max=64,
-                        env="CASCADE_WORKERS", flag="--workers", page_only=True)
+    # The page and the API: slots, generations that share one pair of models, each a sequence of both
+    # contexts, their model calls decoded in one batch per step (engine/batching.py). Chosen by measurement
+    # (BENCHMARKS.md, "How many at once?").
+    parallel: int = _opt(1, "page and API: generations that run at once over one pair of models (slots)", min=1,
+                         max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True)
 
 
     def validate(self) -> "ModelConfig":

@@ -28,12 +28,17 @@ CALIBRATION_PROMPT = "Explain in a few sentences how a bicycle stays upright, fo
 
 
 class Engine:
-    def __init__(self, pair: ModelPair, router: Router | None = None) -> None:
+    def __init__(self, pair: ModelPair, router: Router | None = None, tuner: AutoTuner | None = None) -> None:
         self.pair = pair
         # The learned rule's router, if one was loaded: every draft reading then carries its score.
         self.router = router
-        # What `auto` has learned about this pair's costs; it carries over between requests.
-        self.tuner = AutoTuner()
+        # What `auto` has learned about this pair's costs; it carries over between requests, and the slots of
+        # one loaded pair share it (their costs are those of the shared, batched decodes).
+        self.tuner = tuner or AutoTuner()
+
+    def slots(self) -> list["Engine"]:
+        """This engine and one per further slot of its pair (`ModelPair.slots`), sharing router and tuner."""
+        return [self] + [Engine(pair, self.router, self.tuner) for pair in self.pair.slots()[1:]]
 
     def encode(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "",
                history: Sequence[tuple[str, str]] = ()) -> list[int]:
@@ -71,14 +76,15 @@ class Engine:
         second; a caller that does not report them (the API) leaves them None and gets its Summary at once.
         `mark_written`: with `score`, a `Written` event (the Summary as it stands) comes the moment the last
         token is written, before that pass, so a page can show the answer finished and the pass apart.
-        The pair's lock is held for the whole generation, so one pair serves one request at a time.
+        The pair's lock is held for the whole generation, so one pair (one slot) serves one request at a time;
+        the slots of one loaded pair write side by side, their model calls decoded together (`batching`).
         Closing the generator early (a Stop button) leaves both models ready for the next request.
         """
         config = (config or GenerationConfig()).validate()
         policy = POLICY_TABLE[config.policy]
         if config.needs_router and self.router is None:
             raise RouterMissing()
-        with self.pair.lock:
+        with self.pair.writing():
             if policy.loop is not None:  # the seed's: a loop of its own
                 yield from policy.loop(self.pair, prompt, config, score, mark_written)
                 return
@@ -99,7 +105,7 @@ class Engine:
         conversation's earlier turns, `history`), in one batched draft pass (`forcing.forced_positions`):
         what every rule's curve is drawn from. `hidden`: the features include the draft's hidden state
         (to train a router that reads it)."""
-        with self.pair.lock:
+        with self.pair.writing():
             prompt_tokens = self.encode(prompt, chat, system, answer_prefix, history)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router, hidden=hidden)
 
@@ -119,7 +125,7 @@ class Engine:
         target alone (its cost per token) and one of speculative decoding (the draft's cost, the
         target's batches, how often the two agree), both watched by auto's tuner. No request's time
         includes it, so auto's first request already writes the way it predicts fastest."""
-        with self.pair.lock:
+        with self.pair.writing():
             prompt_tokens = self.encode(prompt, chat=True)
             for config in (GenerationConfig(policy="target", max_tokens=tokens),
                            GenerationConfig(policy="speculative", k=4, max_tokens=tokens)):

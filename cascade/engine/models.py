@@ -8,13 +8,15 @@ download is never mistaken for a whole file) and read from its cache afterwards.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import llama_cpp
 
 from ..routing.router import token_class
+from .batching import Scheduler, SharedContext
 from .runner import ModelRunner
 
 if TYPE_CHECKING:
@@ -108,22 +110,32 @@ def check_gguf(path: Path, role: str = "model") -> None:
             raise ModelError(f"the {role} model is not a GGUF file: {path.name}")
 
 
-def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_all: bool = False) -> llama_cpp.Llama:
+def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_all: bool = False,
+               slots: int = 1) -> llama_cpp.Llama:
+    """A model and its context: `config.n_ctx` tokens for each of `slots` sequences."""
     check_gguf(path, role)
     try:
-        return llama_cpp.Llama(
+        llm = llama_cpp.Llama(
             model_path=str(path),
-            n_ctx=config.n_ctx,
+            n_ctx=config.n_ctx * slots,
             n_batch=config.n_batch,
             n_ubatch=config.n_batch,
             n_threads=config.n_threads,
             n_threads_batch=config.n_threads,
             n_gpu_layers=config.n_gpu_layers,
             logits_all=logits_all,
+            # llama-cpp-python sizes a context for many sequences only in embedding mode (n_seq_max up to
+            # n_batch, one KV cache all sequences share); embeddings are then switched off again, and the
+            # runner switches them on for the batches whose hidden states it reads.
+            embedding=slots > 1,
             verbose=False,
         )
     except (ValueError, RuntimeError, OSError) as e:
         raise ModelError(f"the {role} model could not be loaded (truncated or corrupt?): {path.name}") from e
+    if slots > 1:
+        llama_cpp.llama_set_embeddings(llm.ctx, False)
+        llm.context_params.embeddings = False
+    return llm
 
 
 # ---- vocabulary -----------------------------------------------------------------------------------
@@ -167,7 +179,11 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
 
 @dataclass(eq=False)  # a pair is itself: compared and hashed by identity
 class ModelPair:
-    """Both models, their cache cursors, and the lock that lets only one generation use them at once."""
+    """Both models, their cache cursors, and the lock that lets only one generation use them at once.
+
+    A pair loaded with several slots (`load_pair`, `ModelConfig.parallel`) hands out one `ModelPair` per
+    slot (`slots()`): the same two models and contexts, a sequence of each per slot, decoded together
+    (`batching`)."""
 
     draft: ModelRunner
     target: ModelRunner
@@ -194,20 +210,45 @@ class ModelPair:
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))
 
+    @property
+    def slot(self) -> int:
+        return self.draft.seq
+
+    def slots(self) -> list["ModelPair"]:
+        """This pair (slot 0) and one pair per further slot its contexts were made for."""
+        return [self] + [ModelPair(draft=self.draft.sibling(seq), target=self.target.sibling(seq),
+                                   draft_path=self.draft_path, target_path=self.target_path, config=self.config,
+                                   _classes=self._classes)
+                         for seq in range(1, self.draft.context.n_seq)]
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """The pair's lock, and its slot counted as writing by the scheduler the slots share (so that a
+        step waits for its call, and stops waiting the moment it ends)."""
+        scheduler = self.draft.context.scheduler
+        with self.lock:
+            scheduler.enter(self.slot)
+            try:
+                yield
+            finally:
+                scheduler.leave(self.slot)
+
 
 def load_pair(config: "ModelConfig", progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:
     progress("locating the draft model")
     draft_path = resolve_model(config.draft, "draft")
     progress("locating the target model")
     target_path = resolve_model(config.target, "target")
+    slots = config.parallel
     progress("loading the draft model")
-    draft = load_model(draft_path, config, "draft")
+    draft = load_model(draft_path, config, "draft", slots=slots)
     progress("loading the target model")
-    target = load_model(target_path, config, "target")
+    target = load_model(target_path, config, "target", slots=slots)
     n_vocab = check_same_vocabulary(draft, target)
+    scheduler = Scheduler()  # one decode at a time over the machine's cores, whichever the model
     return ModelPair(
-        draft=ModelRunner(draft, n_vocab),
-        target=ModelRunner(target, n_vocab),
+        draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler)),
+        target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler)),
         draft_path=draft_path,
         target_path=target_path,
         config=config,

@@ -18,33 +18,39 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
+from .batching import Call, SharedContext
 from .events import ModelStats
 
 
 class ModelRunner:
-    def __init__(self, llm: llama_cpp.Llama, n_vocab: int | None = None) -> None:
+    """One sequence's cursor in a model's context: alone (a context of its own), or one slot of several
+    that share the context (`batching.SharedContext`) and are decoded together."""
+
+    def __init__(self, llm: llama_cpp.Llama, n_vocab: int | None = None, context: SharedContext | None = None,
+                 seq: int = 0) -> None:
         self.llm = llm
-        self.n_batch = llm.n_batch
-        self.n_ctx = llm.n_ctx()
+        self._owns_context = context is None
+        self.context = context or SharedContext(llm)
+        if not 0 <= seq < self.context.n_seq:
+            raise ValueError(f"sequence {seq} of a context that holds {self.context.n_seq}")
+        self.seq = seq
+        self.n_batch = self.context.n_batch
+        self.n_ctx = llm.n_ctx() // self.context.n_seq  # each slot's share of the context
         # The rows we hand out are cut to the vocabulary both models share.
         self.n_vocab = n_vocab or llm.n_vocab()
-        self._row_len = llm.n_vocab()
-        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self.tokens: list[int] = []  # exactly what the KV cache holds, in order
+        self.tokens: list[int] = []  # exactly what the KV cache holds for this sequence, in order
+        self._drop_from: int | None = None  # a rollback the next decode carries out (see `_truncate`)
         self.stats = ModelStats()
-        self.n_embd = llama_cpp.llama_model_n_embd(llm.model)
+        self.n_embd = self.context.n_embd
         self._hidden: np.ndarray | None = None  # the last `advance_hidden`'s hidden states, while it runs
 
-    def close(self) -> None:
-        if self._batch is not None:
-            llama_cpp.llama_batch_free(self._batch)
-            self._batch = None
+    def sibling(self, seq: int) -> "ModelRunner":
+        """A cursor for another sequence of the same context (another slot)."""
+        return ModelRunner(self.llm, self.n_vocab, self.context, seq)
 
-    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
-        try:
-            self.close()
-        except Exception:
-            pass
+    def close(self) -> None:
+        if self._owns_context:
+            self.context.close()
 
     def advance(self, context: Sequence[int], n_rows: int = 1) -> np.ndarray:
         """Evaluate what the cache lacks of `context`; return logits of its last `n_rows` positions.
@@ -94,13 +100,19 @@ class ModelRunner:
 
     def cache_end(self) -> int:
         """One past the last position llama.cpp's cache holds (equals len(self.tokens) when in sync)."""
-        return int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(self.llm.ctx), 0)) + 1
+        def settle() -> int:
+            if self._drop_from is not None:
+                self.context.drop(self.seq, self._drop_from)
+                self._drop_from = None
+            return self.context.end(self.seq)
+        return self.context.scheduler.alone(settle)
 
     def _truncate(self, keep: int) -> int:
+        """Forget the tokens from `keep` on. The cache itself drops them at this sequence's next decode,
+        inside the step that decodes it (another slot's decode may be running now)."""
         dropped = len(self.tokens) - keep
         if dropped > 0:
-            mem = llama_cpp.llama_get_memory(self.llm.ctx)
-            llama_cpp.llama_memory_seq_rm(mem, -1, keep, -1)
+            self._drop_from = keep if self._drop_from is None else min(self._drop_from, keep)
             del self.tokens[keep:]
         return max(dropped, 0)
 
@@ -114,52 +126,27 @@ class ModelRunner:
         stretches = [(0, first_row, False), (first_row, len(new), True)] if hidden is not None else \
             [(0, len(new), False)]
         for lo, hi, embed in stretches:
-            if embed:
-                llama_cpp.llama_set_embeddings(self.llm.ctx, True)
-            try:
-                for start in range(lo, hi, self.n_batch):
-                    chunk = new[start : min(start + self.n_batch, hi)]
-                    wanted = [i for i in range(len(chunk)) if start + i >= first_row]
-                    self._decode(chunk, wanted)
-                    calls += 1
-                    for i in wanted:
-                        rows[start + i - first_row] = self._row(llama_cpp.llama_get_logits_ith, i, self._row_len)[
-                            : self.n_vocab]
-                        if embed:
-                            hidden[start + i - first_row] = self._row(llama_cpp.llama_get_embeddings_ith, i,
-                                                                      self.n_embd)
-            finally:
-                if embed:
-                    llama_cpp.llama_set_embeddings(self.llm.ctx, False)
+            for start in range(lo, hi, self.n_batch):
+                chunk = new[start : min(start + self.n_batch, hi)]
+                wanted = [i for i in range(len(chunk)) if start + i >= first_row]
+                out = slice(start + wanted[0] - first_row, start + wanted[-1] - first_row + 1) if wanted \
+                    else slice(0, 0)
+                self._decode(chunk, wanted, rows[out], hidden[out] if embed else None)
+                calls += 1
         return rows, calls
 
-    def _decode(self, chunk: Sequence[int], wanted: Sequence[int]) -> None:
-        self._fill_batch(chunk, wanted)
-        code = llama_cpp.llama_decode(self.llm.ctx, self._batch)
-        if code != 0:
-            # llama.cpp restores the cache on failure; forget anything past what we know it holds.
-            self._truncate(len(self.tokens))
-            raise RuntimeError(f"llama_decode failed with code {code}")
+    def _decode(self, chunk: Sequence[int], wanted: Sequence[int], logits: np.ndarray,
+                hidden: np.ndarray | None) -> None:
+        call = Call(self.context, self.seq, chunk, len(self.tokens), wanted, logits, hidden, keep=self._drop_from)
+        self._drop_from = None
+        try:
+            self.context.scheduler.run(call)
+        except BaseException:
+            # llama.cpp restores the cache on failure; the next decode forgets anything past what we know it
+            # holds (and the rollback this one carried, if it did not get to it).
+            self._drop_from = len(self.tokens) if call.keep is None else min(call.keep, len(self.tokens))
+            raise
         self.tokens.extend(chunk)
-
-    def _row(self, read, i: int, n: int) -> np.ndarray:
-        ptr = read(self.llm.ctx, i)
-        if not ptr:
-            raise RuntimeError("llama.cpp returned no output for a row that was asked for")
-        return np.ctypeslib.as_array(ptr, shape=(n,))
-
-    def _fill_batch(self, chunk: Sequence[int], wanted: Sequence[int]) -> None:
-        b = self._batch
-        n_past = len(self.tokens)
-        b.n_tokens = len(chunk)
-        for i, token in enumerate(chunk):
-            b.token[i] = token
-            b.pos[i] = n_past + i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = 0
-            b.logits[i] = 0
-        for i in wanted:
-            b.logits[i] = 1
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

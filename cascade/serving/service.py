@@ -2,8 +2,9 @@
 
 Loading is lazy so that importing the app (tests, tools, a Space's build step) never touches a model;
 it happens once per process, behind a lock, so visitors arriving together wait for one load. With
-`workers` N (CASCADE_WORKERS), N engines load over the same memory-mapped files and each running
-request leases one (`lease`), so N generations run at once and never two on one engine. A failed load
+`parallel` N (CASCADE_PARALLEL), the pair loads with N slots, one engine each over the same two models and
+contexts (`engine/batching.py`); each running request leases one (`lease`), so N generations run at once,
+their model calls decoded together, and never two on one slot; the others wait in line. A failed load
 is remembered for `retry_after_s`: every request in that window gets the same message at once, instead
 of waiting for the Hub again; after it, the next request tries again (the Hub may be back).
 """
@@ -21,7 +22,7 @@ from ..engine.config import ModelConfig
 from ..engine.engine import Engine
 from ..engine.models import ModelError, ModelPair, load_pair
 from ..routing.router import Router, load_router
-from .messages import model_name
+from .messages import model_name, public_message
 from .settings import model_config
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,33 @@ class EngineService:
         except ModelError:
             pass  # remembered: the next request is told
 
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether the engines are loaded within `timeout_s` seconds, starting the load if nothing has: a
+        request that comes while they load is then answered, not told to come back. It waits on the lock a
+        load holds, whoever began it (the start-up, the page, the API), and raises the remembered ModelError
+        of a failed load at once."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready():
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._lock.acquire(timeout=min(left, threading.TIMEOUT_MAX)):
+                return False
+            self._lock.release()
+            time.sleep(0.01)  # the load had ended, or one just begun had not yet taken the lock: let it
+        return True
+
+    def status(self) -> tuple[str, str]:
+        """("ok", ""), ("loading", "") or ("error", the reason in words a visitor may read), as llama-server's
+        /health says them, without waiting; asking starts the load if nothing has."""
+        try:
+            return ("ok", "") if self.ready() else ("loading", "")
+        except ModelError as e:
+            return "error", public_message(e)
+
+    def retry_in_s(self) -> float:
+        """Seconds until a failed load is tried again (0 when none is remembered): a 503's Retry-After."""
+        failure = self._failure
+        return 0.0 if failure is None else max(0.0, self.retry_after_s - (self._clock() - failure[0]))
+
     def engines(self, progress: Progress = lambda _msg: None) -> list[Engine]:
         """Every engine, loading them on first use; ModelError (remembered a while) if they cannot load."""
         with self._lock:
@@ -117,23 +145,20 @@ class EngineService:
             config = self.config
         except ValueError as e:  # a variable of whoever runs the page, such as CASCADE_THREADS=many
             raise ModelError(f"the page's settings are not valid ({e})") from e
-        log.info("loading models: draft %s, target %s, %d worker(s)", config.draft, config.target, config.workers)
+        log.info("loading models: draft %s, target %s, %d slot(s)", config.draft, config.target, config.parallel)
         try:
             try:
                 router = load_router(config.router)
             except ValueError as e:  # CASCADE_ROUTER names a file that is missing or not a router
                 raise ModelError(f"the learned rule's router could not be loaded: {e}") from e
-            engines = []
-            for i in range(config.workers):
-                if config.workers > 1:
-                    progress(f"loading engine {i + 1} of {config.workers}")
-                engines.append(Engine(self._loader(config, progress=progress), router=router))
+            first = Engine(self._loader(config, progress=progress), router=router)
         except ModelError as e:
             self._failure = (self._clock(), e)
             raise
         progress("warming up the models")
+        self._warm(first)  # its slots share what it teaches `auto`
+        engines = first.slots()
         for engine in engines:
-            self._warm(engine)
             self._free.put(engine)
         self._engines, self._failure = engines, None
 
@@ -151,9 +176,9 @@ class EngineService:
     def describe(self) -> str:
         """Which models the page uses, by file name (never a directory of this machine)."""
         config = self.config
-        workers = f" · {config.workers} generations at once" if config.workers > 1 else ""
+        at_once = f" · {config.parallel} generations at once" if config.parallel > 1 else ""
         return (f"Small model (draft): **{model_name(config.draft)}** · big model (target): "
-                f"**{model_name(config.target)}** · {config.device}{workers}")
+                f"**{model_name(config.target)}** · {config.device}{at_once}")
 
 
 def warm_up(engine: Engine) -> None:

@@ -1,0 +1,245 @@
+"""Continuous batching: several generations' calls on one model, decoded in one llama.cpp batch.
+
+A loaded pair of models can serve several generations at once ("slots"): each slot is one llama.cpp
+sequence in the draft's context and one in the target's, and each generation keeps running its own loop in
+its own thread, as alone (`Generation` does not know it shares the models). What it shares is the decode:
+a `ModelRunner` hands each call to its model's `SharedContext`, and the pair's `Scheduler` runs one decode
+at a time over the machine's cores, that of every call pending on one model, in one batch.
+
+A step waits until every slot that is writing has a call pending (so that generations in lock step are
+decoded together rather than in turn), or at most `max_wait_s` after the first call came (a slot busy with
+something else, such as reading its prompt's text, holds no one up longer). A request that arrives joins at
+the next step; one that ends leaves at once (`Scheduler.leave`). One slot alone never waits.
+
+Each call's rows go straight into the caller's arrays, and a rollback (`ModelRunner.trim_to`) is done by
+the step that next decodes that sequence, so the caches change only while no decode runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import llama_cpp
+import numpy as np
+
+# Longer than the Python a generation does between two model calls (a few milliseconds: sampling a row,
+# the rule, the event), far shorter than a decode (tens of milliseconds for one token on a CPU).
+MAX_WAIT_S = 0.01
+
+
+@dataclass(eq=False)
+class Call:
+    """One sequence's tokens to read, and where their wanted rows go."""
+
+    context: "SharedContext"
+    seq: int
+    tokens: Sequence[int]
+    pos: int  # the position of tokens[0]
+    wanted: Sequence[int]  # indices into tokens whose logits (and hidden states) are asked for
+    logits: np.ndarray  # len(wanted) x n_vocab, filled by the step
+    hidden: np.ndarray | None  # len(wanted) x n_embd in embeddings mode, else None
+    keep: int | None = None  # drop this sequence's cache from this position before reading (a rollback)
+    done: bool = False
+    error: BaseException | None = None
+    since: float = field(default_factory=time.perf_counter)
+    step: int | None = None  # the scheduler's step that decoded it (1 for the first)
+
+
+class Scheduler:
+    """One decode at a time for a loaded pair: every call pending on one model goes in one batch."""
+
+    def __init__(self, max_wait_s: float = MAX_WAIT_S) -> None:
+        self.max_wait_s = max_wait_s
+        self._cond = threading.Condition()
+        self._pending: list[Call] = []
+        self._active: dict[object, int] = {}  # slot -> generations running on it (nested: a page's pass)
+        self._busy = False  # a step (or a cache operation) is running
+        self.steps = 0
+        self.batched_calls = 0  # calls decoded in a step beside another sequence's
+
+    # -- who is writing ------------------------------------------------------------------------------
+    def enter(self, slot: object) -> None:
+        with self._cond:
+            self._active[slot] = self._active.get(slot, 0) + 1
+
+    def leave(self, slot: object) -> None:
+        with self._cond:
+            n = self._active.get(slot, 0) - 1
+            if n > 0:
+                self._active[slot] = n
+            else:
+                self._active.pop(slot, None)
+            self._cond.notify_all()  # a step waiting for this slot need not wait any longer
+
+    @property
+    def writing(self) -> int:
+        with self._cond:
+            return len(self._active)
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def run(self, call: Call) -> None:
+        """Decode `call` in the next step that takes it; raise what that decode raised."""
+        with self._cond:
+            self._pending.append(call)
+            self._cond.notify_all()
+            while not call.done:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._lead()
+        if call.error is not None:
+            raise call.error
+
+    def alone(self, work) -> object:
+        """Run `work()` while no step runs (a cache operation that must not race a decode)."""
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+            self._busy = True
+        try:
+            return work()
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _lead(self) -> None:
+        """(Holding the condition.) Gather a step's calls, decode them with the condition released."""
+        self._busy = True
+        try:
+            self._gather()
+            calls = self._take()
+            self._cond.release()
+            try:
+                calls[0].context.decode(calls)
+            finally:
+                self._cond.acquire()
+            self.steps += 1
+            for call in calls:
+                call.step = self.steps
+            if len({c.seq for c in calls}) > 1:
+                self.batched_calls += len(calls)
+        finally:
+            self._busy = False
+            self._cond.notify_all()
+
+    def _gather(self) -> None:
+        deadline = self._pending[0].since + self.max_wait_s
+        while not self._everyone_pending():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
+    def _everyone_pending(self) -> bool:
+        waiting = {c.seq for c in self._pending}
+        return all(slot in waiting for slot in self._active)
+
+    def _take(self) -> list[Call]:
+        """The oldest call, and every later one on the same model and mode that fits in its batch."""
+        first = self._pending[0]
+        room = first.context.n_batch
+        calls = []
+        for call in self._pending:
+            if call.context is first.context and (call.hidden is None) == (first.hidden is None) \
+                    and len(call.tokens) <= room and all(c.seq != call.seq for c in calls):
+                calls.append(call)
+                room -= len(call.tokens)
+        for call in calls:
+            self._pending.remove(call)
+        return calls
+
+
+class SharedContext:
+    """One model's llama.cpp context, read by one or more sequences (slots) through a scheduler."""
+
+    def __init__(self, llm: llama_cpp.Llama, slots: int = 1, scheduler: Scheduler | None = None) -> None:
+        if slots > int(llama_cpp.llama_n_seq_max(llm.ctx)):
+            raise ValueError(f"{slots} slots in a context made for {llama_cpp.llama_n_seq_max(llm.ctx)} sequences")
+        self.llm = llm
+        self.scheduler = scheduler or Scheduler()
+        self.n_batch = llm.n_batch
+        self.n_seq = slots  # each slot's share of the context is n_ctx / n_seq
+        self.row_len = llm.n_vocab()
+        self.n_embd = llama_cpp.llama_model_n_embd(llm.model)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
+    def __del__(self) -> None:  # pragma: no cover - interpreter shutdown order varies
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def drop(self, seq: int, keep: int) -> None:
+        """Forget sequence `seq`'s cache from position `keep` on (no step may run meanwhile)."""
+        mem = llama_cpp.llama_get_memory(self.llm.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, seq, keep, -1)
+
+    def end(self, seq: int) -> int:
+        """One past the last position the cache holds for `seq`."""
+        mem = llama_cpp.llama_get_memory(self.llm.ctx)
+        return int(llama_cpp.llama_memory_seq_pos_max(mem, seq)) + 1
+
+    def decode(self, calls: Sequence[Call]) -> None:
+        """One llama.cpp batch of every call's tokens; each call's rows copied out, or its error set."""
+        try:
+            for call in calls:
+                if call.keep is not None:
+                    self.drop(call.seq, call.keep)
+                    call.keep = None
+            embed = calls[0].hidden is not None
+            self._fill(calls)
+            if embed:
+                llama_cpp.llama_set_embeddings(self.llm.ctx, True)
+            try:
+                code = llama_cpp.llama_decode(self.llm.ctx, self._batch)
+                if code != 0:
+                    raise RuntimeError(f"llama_decode failed with code {code}")
+                self._read(calls)
+            finally:
+                if embed:
+                    llama_cpp.llama_set_embeddings(self.llm.ctx, False)
+        except BaseException as e:  # noqa: BLE001 - every caller is told, and each decides
+            for call in calls:
+                call.error = e
+        for call in calls:
+            call.done = True
+
+    def _fill(self, calls: Sequence[Call]) -> None:
+        b = self._batch
+        i = 0
+        for call in calls:
+            wanted = set(call.wanted)
+            for j, token in enumerate(call.tokens):
+                b.token[i] = token
+                b.pos[i] = call.pos + j
+                b.n_seq_id[i] = 1
+                b.seq_id[i][0] = call.seq
+                b.logits[i] = 1 if j in wanted else 0
+                i += 1
+        b.n_tokens = i
+
+    def _read(self, calls: Sequence[Call]) -> None:
+        offset = 0
+        n_vocab = None
+        for call in calls:
+            n_vocab = call.logits.shape[1]
+            for r, j in enumerate(call.wanted):
+                call.logits[r] = self._row(llama_cpp.llama_get_logits_ith, offset + j, self.row_len)[:n_vocab]
+                if call.hidden is not None:
+                    call.hidden[r] = self._row(llama_cpp.llama_get_embeddings_ith, offset + j, self.n_embd)
+            offset += len(call.tokens)
+
+    def _row(self, read, i: int, n: int) -> np.ndarray:
+        ptr = read(self.llm.ctx, i)
+        if not ptr:
+            raise RuntimeError("llama.cpp returned no output for a row that was asked for")
+        return np.ctypeslib.as_array(ptr, shape=(n,))

@@ -1,0 +1,202 @@
+"""Slots: several generations over one pair of models, their model calls decoded together (engine/batching.py).
+
+On the toy models a batch of several sequences gives the same logits as each sequence alone, so every
+request's text in a slot must be exactly its text alone (on the real pair a near tie may flip: see
+test_real.py). The scheduler's own rules are tested on fakes, without a model."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cascade.engine.batching import Call, Scheduler
+from cascade.engine.config import GenerationConfig, ModelConfig
+from cascade.engine.engine import Engine
+from cascade.engine.events import Summary, TokenEvent
+from cascade.engine.models import load_pair
+from cascade.engine.policies import POLICIES
+
+PROMPTS = ["The cat sat on the mat", "Once upon a time", "My name is Sam and", "A dog and a cat"]
+
+
+@pytest.fixture(scope="module")
+def slots(toy) -> list[Engine]:
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512, parallel=4)
+    return Engine(load_pair(config)).slots()
+
+
+@pytest.fixture(scope="module")
+def alone(toy) -> Engine:
+    return Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+
+
+def text(engine: Engine, prompt: str, config: GenerationConfig) -> str:
+    *_, summary = engine.generate(prompt, config)
+    return summary.text
+
+
+def side_by_side(engines, prompts, config) -> list[str]:
+    out: list[str | None] = [None] * len(prompts)
+
+    def one(i: int) -> None:
+        out[i] = text(engines[i], prompts[i], config)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return out
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_writes_each_requests_own_text_beside_three_others(slots, alone, policy):
+    config = GenerationConfig(policy=policy, max_tokens=24, chat=False, temperature=0.0)
+    expected = [text(alone, p, config) for p in PROMPTS]
+    scheduler = slots[0].pair.draft.context.scheduler
+    batched = scheduler.batched_calls
+    assert side_by_side(slots, PROMPTS, config) == expected
+    assert scheduler.batched_calls > batched, "no call was decoded beside another slot's"
+    assert scheduler.writing == 0
+
+
+def test_sampled_text_is_each_requests_own_too(slots, alone):
+    config = GenerationConfig(policy="speculative", max_tokens=24, chat=False, temperature=0.8, seed=3)
+    assert side_by_side(slots, PROMPTS, config) == [text(alone, p, config) for p in PROMPTS]
+
+
+def test_a_request_joining_mid_batch_is_decoded_at_the_next_step(slots, monkeypatch):
+    scheduler = slots[0].pair.draft.context.scheduler
+    joined: list[tuple[int, Call]] = []  # (steps done when slot 1's first call came, that call)
+    run = scheduler.run
+
+    def watched(call: Call) -> None:
+        if call.seq == 1 and not joined:
+            joined.append((scheduler.steps, call))
+        run(call)
+
+    monkeypatch.setattr(scheduler, "run", watched)
+    long_done = threading.Event()
+
+    def long_one() -> None:
+        config = GenerationConfig(policy="target", max_tokens=300, chat=False, temperature=0.0)
+        for event in slots[0].generate(PROMPTS[0], config, score=False):
+            if isinstance(event, TokenEvent) and event.position == 20:
+                threading.Thread(target=joining).start()
+        long_done.set()
+
+    first_token_while_long_ran: list[bool] = []
+
+    def joining() -> None:
+        for event in slots[1].generate(PROMPTS[1], GenerationConfig(policy="target", max_tokens=4, chat=False),
+                                       score=False):
+            if isinstance(event, TokenEvent) and not first_token_while_long_ran:
+                first_token_while_long_ran.append(not long_done.is_set())
+
+    thread = threading.Thread(target=long_one)
+    thread.start()
+    thread.join(timeout=120)
+    (steps_done, first_call), = joined
+    # A step may have been running when it came (steps_done + 1); the next one takes it.
+    assert first_call.step is not None and first_call.step <= steps_done + 2
+    assert first_token_while_long_ran == [True], "the joining request waited for the running one to finish"
+
+
+def test_one_slot_alone_never_waits_for_the_others(slots):
+    scheduler = slots[0].pair.draft.context.scheduler
+    before = scheduler.steps
+    started = time.perf_counter()
+    *_, summary = slots[2].generate(PROMPTS[2], GenerationConfig(policy="draft", max_tokens=40, chat=False),
+                                    score=False)
+    took = time.perf_counter() - started
+    steps = scheduler.steps - before
+    assert isinstance(summary, Summary) and steps >= 40
+    assert took < steps * scheduler.max_wait_s, "a step waited for slots that are not writing"
+
+
+def test_a_slot_stopped_mid_stream_leaves_the_scheduler_at_once(slots):
+    scheduler = slots[3].pair.draft.context.scheduler
+    events = slots[3].generate(PROMPTS[3], GenerationConfig(policy="cascade", max_tokens=200, chat=False))
+    next(events)
+    assert scheduler.writing == 1 and slots[3].pair.lock.locked()
+    events.close()  # a Stop button, a client that left
+    assert scheduler.writing == 0 and not slots[3].pair.lock.locked()
+
+
+# ---- the scheduler's rules, on fake contexts -----------------------------------------------------------
+
+class FakeContext:
+    """Records the batches it is given; each decode takes `seconds`."""
+
+    def __init__(self, n_batch: int = 8, seconds: float = 0.0) -> None:
+        self.n_batch, self.seconds, self.batches = n_batch, seconds, []
+
+    def decode(self, calls) -> None:
+        self.batches.append([(c.seq, len(c.tokens)) for c in calls])
+        time.sleep(self.seconds)
+        for c in calls:
+            c.done = True
+
+
+def call(context, seq: int, n: int = 1, hidden: bool = False) -> Call:
+    return Call(context, seq, [1] * n, 0, [n - 1], np.empty((1, 4), np.float32),
+                np.empty((1, 2), np.float32) if hidden else None)
+
+
+def run_together(scheduler: Scheduler, calls, stagger_s: float = 0.0) -> None:
+    threads = []
+    for c in calls:
+        threads.append(threading.Thread(target=scheduler.run, args=(c,)))
+        threads[-1].start()
+        time.sleep(stagger_s)
+    for t in threads:
+        t.join(timeout=10)
+
+
+def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
+    scheduler, context = Scheduler(max_wait_s=1.0), FakeContext()
+    for slot in range(3):
+        scheduler.enter(slot)
+    run_together(scheduler, [call(context, s) for s in range(3)], stagger_s=0.02)
+    assert context.batches == [[(0, 1), (1, 1), (2, 1)]]
+
+
+def test_a_slot_that_ends_is_not_waited_for():
+    scheduler, context = Scheduler(max_wait_s=5.0), FakeContext()
+    scheduler.enter(0), scheduler.enter(1)
+    threading.Timer(0.05, scheduler.leave, args=(1,)).start()
+    started = time.perf_counter()
+    scheduler.run(call(context, 0))
+    assert time.perf_counter() - started < 1.0 and context.batches == [[(0, 1)]]
+
+
+def test_a_busy_slot_holds_a_step_up_no_longer_than_the_wait():
+    scheduler, context = Scheduler(max_wait_s=0.05), FakeContext()
+    scheduler.enter(0), scheduler.enter(1)  # slot 1 writes but never calls
+    started = time.perf_counter()
+    scheduler.run(call(context, 0))
+    assert 0.04 < time.perf_counter() - started < 0.5
+
+
+def test_a_batch_holds_one_model_and_mode_within_its_size():
+    scheduler, draft, target = Scheduler(max_wait_s=0.2), FakeContext(n_batch=8), FakeContext(n_batch=8)
+    for slot in range(4):
+        scheduler.enter(slot)
+    run_together(scheduler, [call(draft, 0, 5), call(target, 1, 2), call(draft, 2, 4), call(draft, 3, 1, hidden=True)],
+                 stagger_s=0.01)
+    assert draft.batches[0] == [(0, 5)]  # slot 2's 4 tokens do not fit beside 5 in a batch of 8
+    assert sorted(len(b) for b in draft.batches + target.batches) == [1, 1, 1, 1]
+
+
+def test_an_error_in_a_step_reaches_every_call_in_it():
+    class Failing(FakeContext):
+        def decode(self, calls) -> None:
+            for c in calls:
+                c.error, c.done = RuntimeError("llama_decode failed with code 1"), True
+
+    scheduler, context = Scheduler(max_wait_s=0.0), Failing()
+    with pytest.raises(RuntimeError, match="code 1"):
+        scheduler.run(call(context, 0))
