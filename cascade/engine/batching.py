@@ -7,8 +7,8 @@ a `ModelRunner` hands each call to its model's `SharedContext`, and the pair's `
 at a time over the machine's cores, that of every call pending on one model, in one batch.
 
 A step waits until every slot that is writing has a call pending (so that generations in lock step are
-decoded together rather than in turn), or at most `max_wait_s` after the first call came (a slot busy with
-something else, such as reading its prompt's text, holds no one up longer). A request that arrives joins at
+decoded together rather than in turn), or at most `max_wait_s` (a slot busy with
+something else, such as reading its prompt's text, holds a step up no longer). A request that arrives joins at
 the next step; one that ends leaves at once (`Scheduler.leave`). One slot alone never waits.
 
 Each call's rows go straight into the caller's arrays, and a rollback (`ModelRunner.trim_to`) is done by
@@ -127,7 +127,9 @@ class Scheduler:
             self._cond.notify_all()
 
     def _gather(self) -> None:
-        deadline = self._pending[0].since + self.max_wait_s
+        # From now, not from the oldest call's arrival: that one may have waited out a whole step, while the
+        # calls of the slots that step served are only now being made.
+        deadline = time.perf_counter() + self.max_wait_s
         while not self._everyone_pending():
             left = deadline - time.perf_counter()
             if left <= 0:
