@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
 from cascade.engine.policies import POLICY_TABLE  # noqa: E402
-from cascade.engine.events import Summary, TokenEvent, Written  # noqa: E402
+from cascade.engine.events import ModelStats, Summary, TokenEvent, Written  # noqa: E402
 from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
 from cascade.ui.link import LINK_RULE_BEFORE  # noqa: E402
 
@@ -142,6 +144,73 @@ class SlowScoring(WrappedEngine):
 
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
         return self.estimate
+
+
+# ---- the API ---------------------------------------------------------------------------------------
+
+class Server:
+    """An app served by uvicorn in a thread, on a free local port."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        # A page visitor's gradio_client keeps a heartbeat stream open that ends only with its next beat
+        # (every 15 s): shutting down, the server waits a second for it, then closes it.
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    timeout_graceful_shutdown=1))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the server did not shut down"
+
+
+class AnsweringEngine:
+    """An engine without models: every request's answer is the one token "Hi", written by the draft."""
+
+    class tuner:  # what the API reads of `auto`'s tuner: the target's measured step
+        class target_step:
+            value = 0.05
+
+    def generate(self, prompt: str, config: GenerationConfig, score: bool = True):
+        yield TokenEvent(0, 1, "Hi", "draft", "accepted", draft_ppl=1.5, target_ppl=None, t=0.01)
+        yield Summary(text="Hi", policy=config.policy, stop_reason="eos", prompt_tokens=len(prompt), n_tokens=1,
+                      n_draft_tokens=1, n_target_tokens=0, n_drafted=1, n_escalated=0, n_rejected=0,
+                      n_rolled_back=0, wall_s=0.01, draft=ModelStats(), target=ModelStats())
+
+
+class AnsweringService:
+    """An EngineService that never loads a model: always ready, its engine an `AnsweringEngine`; for
+    tests of what the API makes of requests, thousands of them in seconds."""
+
+    config = ModelConfig(draft="small.gguf", target="large.gguf")
+    loaded = True
+
+    def ready(self) -> bool:
+        return True
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return True
+
+    def status(self) -> tuple[str, str]:
+        return "ok", ""
+
+    def retry_in_s(self) -> float:
+        return 0.0
+
+    def lease(self, progress=None):
+        return nullcontext(AnsweringEngine())
 
 
 # ---- the Hub ---------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,46 +15,19 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import openai  # noqa: E402
-import uvicorn  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
-from cascade import ModelConfig, ModelError  # noqa: E402
+from cascade import ModelConfig  # noqa: E402
 from cascade.api import protocol  # noqa: E402
 from cascade.api.server import ApiSettings, create_api  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
 from cascade.engine.sampling import log_softmax  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 
-from .helpers import engine_text, free_port, page_inputs  # noqa: E402
+from .helpers import Server, engine_text, page_inputs  # noqa: E402
 
 KEY = "test-key-1234"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about cats."}]
-
-
-class Server:
-    """An app served by uvicorn in a thread, on a free local port."""
-
-    def __init__(self, app) -> None:
-        self.port = free_port()
-        # A page visitor's gradio_client keeps a heartbeat stream open that ends only with its next beat
-        # (every 15 s): shutting down, the server waits a second for it, then closes it.
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    timeout_graceful_shutdown=1))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        assert not self.thread.is_alive(), "the server did not shut down"
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +206,12 @@ def post(server, path: str, content: str | bytes, key: str | None = KEY) -> http
     (json.dumps(body(messages=[{"role": "user", "content": "word " * 600}])), 400, "the context holds 512"),
     (json.dumps(body(cascade={"policy": "target"})), 400, "cascade.policy is not a setting"),
     (json.dumps(body(n=2)), 400, "n must be 1"),
+    (json.dumps(body(stream="yes")), 400, "stream must be a boolean"),
+    (json.dumps(body(max_tokens=12.5)), 400, "max_tokens must be an integer"),
+    (json.dumps(body(tool_choice="required")), 400, "tools are not supported"),
+    ("[" * 5000, 400, "nested too deeply"),
+    ("[1, 2]", 400, "must be a JSON object"),
+    ("", 400, "the request body is empty"),
 ])
 def test_bad_requests_get_openais_error_shape_and_the_server_goes_on(server, content, status, words):
     r = post(server, "/v1/chat/completions", content)
@@ -244,6 +222,20 @@ def test_bad_requests_get_openais_error_shape_and_the_server_goes_on(server, con
     assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"]
 
 
+def test_a_chat_apps_tools_are_accepted_and_not_used_but_a_required_call_is_refused(client):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=4, tools=tools,
+                                            tool_choice="auto")
+    assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=4, tools=tools,
+                                           tool_choice=choice)
+        error = refused.value.response.json()["error"]
+        assert error["param"] == "tool_choice" and "tools are not supported" in error["message"]
+
+
 def test_a_wrong_or_missing_key_is_refused(server):
     for key in ("wrong", None):
         r = post(server, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=key)
@@ -252,35 +244,16 @@ def test_a_wrong_or_missing_key_is_refused(server):
         openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0).models.list()
 
 
+def test_health_answers_beside_the_page_without_a_key(server):
+    r = httpx.get(f"{server.url}/health")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
 def test_a_browser_client_from_an_allowed_origin_may_call(server):
     r = httpx.options(f"{server.url}/v1/chat/completions", headers={
         "Origin": "http://chat.example", "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "authorization,content-type"})
     assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://chat.example"
-
-
-def test_while_the_models_load_and_after_a_failed_load_requests_get_503(toy):
-    gate = threading.Event()
-
-    def slow_loader(config, progress):
-        gate.wait(10)
-        raise ModelError("the draft model file not found: small.gguf")
-
-    service = EngineService(ModelConfig(draft="small.gguf", target="large.gguf"), loader=slow_loader)
-    s = Server(create_api(service, ApiSettings()))
-    try:
-        r = post(s, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=None)
-        assert r.status_code == 503 and r.json()["error"]["code"] == "models_loading"
-        gate.set()
-        deadline = time.monotonic() + 10
-        while True:
-            r = post(s, "/v1/chat/completions", json.dumps(body(max_tokens=4)), key=None)
-            if r.json()["error"]["code"] != "models_loading" or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert r.status_code == 503 and "not found: small.gguf" in r.json()["error"]["message"]
-    finally:
-        s.close()
 
 
 # ---- behaving like a server -------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from gradio_client import Client
 
-from cascade import ModelConfig, ModelError
+from cascade import ModelConfig, ModelError, load_pair
 from cascade.engine import models
 from cascade.engine.models import HUB_TIMEOUT_S, resolve_model
 from cascade.serving.service import EngineService
@@ -152,3 +152,40 @@ def test_the_page_runs_as_many_generations_at_once_as_it_has_slots(toy):
     finally:
         demo.close()
     assert texts == expected
+
+
+def test_wait_ready_waits_for_a_load_begun_elsewhere_and_status_says_where_it_stands(toy):
+    called, gate = threading.Event(), threading.Event()
+
+    def loader(config, progress):
+        called.set()
+        gate.wait(60)
+        return load_pair(config, progress=progress)
+
+    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=1, n_ctx=512),
+                            loader=loader)
+    visitor = threading.Thread(target=service.engines)  # a page visitor's Generate begins the load
+    visitor.start()
+    assert called.wait(10)
+    assert service.status() == ("loading", "")
+    assert service.wait_ready(0.2) is False
+    gate.set()
+    assert service.wait_ready(60) is True and service.status() == ("ok", "")
+    visitor.join()
+
+
+def test_after_a_failed_load_status_says_why_and_when_it_is_tried_again():
+    clock = Clock()
+
+    def loader(config, progress):
+        raise ModelError("the draft model file not found: /home/someone/small.gguf")
+
+    service = EngineService(ModelConfig(draft="small.gguf", target="large.gguf"), loader=loader, clock=clock,
+                            retry_after_s=60)
+    assert service.retry_in_s() == 0
+    with pytest.raises(ModelError, match="not found"):
+        service.wait_ready(10)  # starts the load, and is told of its failure at once
+    state, reason = service.status()
+    assert state == "error" and "not found: small.gguf" in reason and "/home/someone" not in reason
+    clock.now += 45
+    assert service.retry_in_s() == pytest.approx(15)

@@ -1,9 +1,11 @@
 """OpenAI's request and response shapes, and the engine's requests and events in them.
 
-Pure functions: a request body becomes the prompt and a `GenerationConfig` (`chat_request`,
-`completion_request`), and the engine's events become chunks and responses, each token with its writer
-(draft, target or lookup), the draft's perplexity and the rule's score in a `cascade` extension of the
-choice. Nothing here runs a model or knows the web framework; `server.py` does both.
+Pure functions: a request body, its fields' types checked against `fields.py`'s tables, becomes the
+prompt and a `GenerationConfig` (`chat_request`, `completion_request`), and the engine's events become
+chunks and responses, each token with its writer (draft, target or lookup), the draft's perplexity and the
+rule's score in a `cascade` extension of the choice. A request refused is an `ApiError` (from `fields.py`,
+taken from here by the server and the tests). Nothing here runs a model or knows the web framework;
+`server.py` does both.
 """
 
 from __future__ import annotations
@@ -18,28 +20,19 @@ from ..engine.config import GenerationConfig, request_settings
 from ..engine.events import Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
+from . import fields
+from .fields import ApiError, given, shown
 
 # A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
 DEFAULT_MAX_TOKENS = 1024
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
-MAX_STOP = 4  # as OpenAI
 # The project's own settings in the request's `cascade` object: those OpenAI's fields do not carry.
 EXTENSION_SETTINGS = request_settings(api="cascade")
-# Fields a chat app may send that this server accepts and does not use (docs/api.md lists them).
+# Fields a chat app may send that this server accepts and does not use (docs/api.md lists them). Of the
+# tools' fields, tool_choice and the legacy function_call may only be "none" or "auto" (`fields.TOOL_CHOICE`).
 IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
-           "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction")
-
-
-class ApiError(Exception):
-    """A request this server refuses: OpenAI's error object, with its HTTP status."""
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error") -> None:
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+           "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction",
+           "tools", "tool_choice", "functions", "function_call")
 
 
 def offered_models() -> list[str]:
@@ -62,46 +55,31 @@ class Request:
 
 
 # ---- reading requests -------------------------------------------------------------------------------
+# Every field's type is checked first, against `fields.CHAT` or `fields.COMPLETION`; what follows reads
+# values whose types are known and judges what they mean.
 
-def _text(content: Any, where: str) -> str:
-    """A message's content: text, or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ApiError(400, f"{where}: only text content is supported (parts of type \"text\")", "messages")
-            parts.append(part["text"])
-        return "".join(parts)
-    raise ApiError(400, f"{where}: content must be text", "messages")
+def _text(content: str | list[dict[str, str]]) -> str:
+    """A message's content: text, or text parts (`fields.MESSAGE` let no other part through)."""
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
 
 
-def conversation(messages: Any) -> tuple[str, tuple[tuple[str, str], ...], str, str]:
+def conversation(messages: list[dict[str, Any]]) -> tuple[str, tuple[tuple[str, str], ...], str, str]:
     """(system message, earlier turns, the user's last message, the answer's start) of a chat request.
 
     System (or developer) messages come first; then user and assistant turns, ending with a user's message
     or, to have the answer continue it, an assistant's."""
-    if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "messages must be a non-empty list of {role, content} objects", "messages")
     system, turns = [], []
     for i, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise ApiError(400, f"messages[{i}] must be an object with a role and a content", "messages")
-        role, where = message.get("role"), f"messages[{i}]"
+        role, text = message["role"], _text(message["content"])
         if role in ("system", "developer"):
             if turns:
-                raise ApiError(400, f"{where}: system messages must come before the conversation's turns", "messages")
-            system.append(_text(message.get("content"), where))
-        elif role in ("user", "assistant"):
-            text = _text(message.get("content"), where)
-            if turns and turns[-1][0] == role:  # two in a row: one turn, as the template would merge them
-                turns[-1] = (role, turns[-1][1] + "\n\n" + text)
-            else:
-                turns.append((role, text))
+                raise ApiError(400, f"messages[{i}]: system messages must come before the conversation's turns",
+                               "messages")
+            system.append(text)
+        elif turns and turns[-1][0] == role:  # two in a row: one turn, as the template would merge them
+            turns[-1] = (role, turns[-1][1] + "\n\n" + text)
         else:
-            raise ApiError(400, f"{where}: role {role!r} is not supported (system, user and assistant are)",
-                           "messages")
+            turns.append((role, text))
     prefix = ""
     if turns and turns[-1][0] == "assistant":
         prefix = turns.pop()[1]
@@ -111,48 +89,25 @@ def conversation(messages: Any) -> tuple[str, tuple[tuple[str, str], ...], str, 
     return "\n\n".join(system), tuple(history), prompt, prefix
 
 
-def _int(body: Mapping[str, Any], name: str, default: int | None = None) -> int | None:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise ApiError(400, f"{name} must be a whole number, got {value!r}", name)
-    return int(value)
-
-
-def _stop(body: Mapping[str, Any]) -> tuple[str, ...]:
-    stop = body.get("stop")
-    if stop is None:
-        return ()
-    stops = [stop] if isinstance(stop, str) else stop
-    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > MAX_STOP:
-        raise ApiError(400, f"stop must be a non-empty string or a list of at most {MAX_STOP}", "stop")
-    return tuple(stops)
-
-
 def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     """The GenerationConfig values a request names: OpenAI's fields, then the `cascade` object's."""
     if model not in offered_models():
-        raise ApiError(404, f"the model {model!r} does not exist; choose one of {', '.join(offered_models())} "
+        raise ApiError(404, f"the model {shown(model)} does not exist; choose one of {', '.join(offered_models())} "
                             f"(GET /v1/models)", "model", "model_not_found")
-    if _int(body, "n", 1) != 1:
+    if given(body, "n") not in (None, 1):
         raise ApiError(400, "n must be 1: one answer per request", "n")
-    values: dict[str, Any] = {"policy": model, "stop": _stop(body)}
-    length = body.get("max_completion_tokens", body.get("max_tokens"))
-    values["max_tokens"] = DEFAULT_MAX_TOKENS if length is None else _int(body, "max_completion_tokens" if
-                                                                         "max_completion_tokens" in body else
-                                                                         "max_tokens")
+    length = given(body, "max_completion_tokens", "max_tokens")
+    values: dict[str, Any] = {"policy": model, "max_tokens": DEFAULT_MAX_TOKENS if length is None else int(length)}
     for name in request_settings(api="openai"):
-        if name not in values and body.get(name) is not None:  # (max_tokens and stop are read above)
+        if name not in values and body.get(name) is not None:
             values[name] = body[name]
-    extension = body.get("cascade", {})
-    if not isinstance(extension, Mapping):
-        raise ApiError(400, "cascade must be an object of settings, such as {\"threshold\": 3}", "cascade")
+    extension = body.get("cascade") or {}
     for name, value in extension.items():
         if name not in EXTENSION_SETTINGS:
             raise ApiError(400, f"cascade.{name} is not a setting this object takes; it takes "
                                 f"{', '.join(EXTENSION_SETTINGS)} (the model names the policy)", f"cascade.{name}")
-        values[name] = value
+        if value is not None:
+            values[name] = value
     return values
 
 
@@ -169,10 +124,8 @@ def _param(message: str) -> str | None:
 
 
 def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int]:
-    logprobs = body.get("logprobs") or False
-    if not isinstance(logprobs, bool):
-        raise ApiError(400, "logprobs must be true or false", "logprobs")
-    top = _int(body, "top_logprobs", 0) or 0
+    logprobs = bool(body.get("logprobs"))
+    top = int(given(body, "top_logprobs") or 0)
     if not 0 <= top <= MAX_TOP_LOGPROBS:
         raise ApiError(400, f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}", "top_logprobs")
     if top and not logprobs:
@@ -181,52 +134,40 @@ def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int]:
 
 
 def _stream(body: Mapping[str, Any]) -> tuple[bool, bool]:
-    stream = bool(body.get("stream", False))
     options = body.get("stream_options") or {}
-    if not isinstance(options, Mapping):
-        raise ApiError(400, "stream_options must be an object", "stream_options")
-    return stream, bool(options.get("include_usage", False))
-
-
-def _model_and_settings(body: Any) -> tuple[str, dict[str, Any]]:
-    """The body's model id and the engine settings it asks for (both requests' common part)."""
-    if not isinstance(body, Mapping):
-        raise ApiError(400, "the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise ApiError(400, "model is required: one of " + ", ".join(offered_models()), "model")
-    return model, _settings(body, model)
+    return bool(body.get("stream")), bool(options.get("include_usage"))
 
 
 def chat_request(body: Any) -> Request:
     """A chat completion request, checked; ApiError names the first thing wrong with it."""
-    model, values = _model_and_settings(body)
-    system, history, prompt, prefix = conversation(body.get("messages"))
+    fields.check(body, fields.CHAT)
+    values = _settings(body, body["model"])
+    system, history, prompt, prefix = conversation(body["messages"])
     logprobs, top = _logprobs(body)
     stream, usage = _stream(body)
     config = _parse({**values, "chat": True, "system": system, "history": history, "answer_prefix": prefix,
                      "alternatives": top})
-    return Request(model, prompt, config, stream, usage, logprobs, top, chat=True)
+    return Request(body["model"], prompt, config, stream, usage, logprobs, top, chat=True)
 
 
 def completion_request(body: Any) -> Request:
     """A (raw) completion request: the prompt is continued as written."""
-    model, values = _model_and_settings(body)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
+    fields.check(body, fields.COMPLETION)
+    values = _settings(body, body["model"])
+    prompt = body["prompt"]
+    if isinstance(prompt, list):
+        if len(prompt) != 1:
+            raise ApiError(400, "prompt must be one text: a string, or a list of one string", "prompt")
         prompt = prompt[0]
-    if not isinstance(prompt, str):
-        raise ApiError(400, "prompt must be text (or a list of one text)", "prompt")
     for unsupported in ("suffix", "echo", "best_of"):
         if body.get(unsupported) not in (None, False, 1, ""):
             raise ApiError(400, f"{unsupported} is not supported", unsupported)
-    top = _int(body, "logprobs", 0) or 0  # the legacy API: logprobs is the number of alternatives
+    top = int(given(body, "logprobs") or 0)  # the legacy API: logprobs is the number of alternatives
     if not 0 <= top <= 5:
         raise ApiError(400, "logprobs must be between 0 and 5", "logprobs")
     stream, usage = _stream(body)
     config = _parse({**values, "chat": False, "alternatives": top})
-    return Request(model, prompt, config, stream, usage, "logprobs" in body and body["logprobs"] is not None,
-                   top, chat=False)
+    return Request(body["model"], prompt, config, stream, usage, body.get("logprobs") is not None, top, chat=False)
 
 
 # ---- writing responses ------------------------------------------------------------------------------

@@ -1,29 +1,38 @@
 """The OpenAI-compatible HTTP API: chat apps (Open WebUI, Jan, SillyTavern, ...) use the engine through it.
 
-`create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions` and
-`POST /v1/completions`. It shares the page's `EngineService`: a request leases an engine as a page visitor's
-does, so N workers serve N requests at once, page and API together, in the order they came. Each request
-runs the engine's generator in a thread of its own (`serving.pump`) and streams its events as they come; a
-client that goes away stops its generation at once (the generator is closed, as the page's Stop closes it).
+`create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions`,
+`POST /v1/completions` and llama-server's `GET /health` (no key: a load balancer asks it). It shares the
+page's `EngineService`: a request leases an engine as a page visitor's does, so N workers serve N requests
+at once, page and API together, in the order they came. Each request runs the engine's generator in a
+thread of its own (`serving.pump`) and streams its events as they come; a client that goes away stops its
+generation at once (the generator is closed, as the page's Stop closes it).
+A request that comes while the models load waits for them; no request, whatever its body, header or size,
+gets a server error or a closed connection for it: it is refused in OpenAI's error shape.
 
 Settings (environment): CASCADE_API_KEY (a Bearer key every request must carry; unset, anyone may call, as
 anyone may use the page), CASCADE_API_CORS (origins a browser client may call from, comma-separated, or *),
-CASCADE_API_QUEUE (requests that may wait or run at once; past it, 429).
+CASCADE_API_QUEUE (requests that may wait or run at once; past it, 429), CASCADE_API_LOAD_WAIT (seconds a
+request waits for the models to load; past it, 503).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hmac
 import json
 import logging
+import math
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 from fastapi import FastAPI, Request as HttpRequest
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from ..engine.events import Event, Summary, TokenEvent
 from ..engine.models import ModelError
@@ -31,13 +40,24 @@ from ..engine.prompt import PromptError
 from ..serving.messages import model_name, public_message
 from ..serving.pump import EventPump
 from ..serving.service import EngineService
-from . import protocol
+from . import fields, protocol
 from .protocol import ApiError, Request
 
 log = logging.getLogger(__name__)
 
 # As many as the page's own queue holds (app.py's max_size).
 DEFAULT_QUEUE = 64
+# A request that comes while the models load waits this long for them, then is answered as usual. The
+# real pair loads and warms up in about 15 s from the disk (a first download from the Hub takes minutes);
+# two minutes covers a load from the disk many times over and stays well under a client's own patience
+# (the `openai` library waits 600 s; Open WebUI, unless AIOHTTP_CLIENT_TIMEOUT says otherwise, for ever),
+# so a client hears a 503 with Retry-After rather than timing out, and a request is not held for ever.
+DEFAULT_LOAD_WAIT_S = 120.0
+# What a 503 while the models still load asks a client to wait before it tries again.
+LOADING_RETRY_AFTER_S = 5
+# A body larger than this is refused (413) before it is read: 4 MiB is over a hundred times the text the
+# largest context (32768 tokens) can hold, and no part of a request here is anything but text.
+MAX_BODY_BYTES = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -45,17 +65,27 @@ class ApiSettings:
     api_key: str = ""  # empty: no key needed
     cors: tuple[str, ...] = ()  # origins allowed to call from a browser ("*" for any)
     queue: int = DEFAULT_QUEUE
+    load_wait_s: float = DEFAULT_LOAD_WAIT_S  # 0: a request while the models load is told at once (503)
 
     @classmethod
     def from_environment(cls, env: dict[str, str] | None = None) -> "ApiSettings":
         env = dict(os.environ) if env is None else env
         cors = tuple(o.strip() for o in env.get("CASCADE_API_CORS", "").split(",") if o.strip())
-        raw = env.get("CASCADE_API_QUEUE", "").strip()
-        try:
-            queue = int(raw) if raw else DEFAULT_QUEUE
-        except ValueError:
-            raise ValueError(f"CASCADE_API_QUEUE must be a whole number, got {raw!r}") from None
-        return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue))
+        queue = _number(env, "CASCADE_API_QUEUE", int, DEFAULT_QUEUE, "a whole number")
+        wait = _number(env, "CASCADE_API_LOAD_WAIT", float, DEFAULT_LOAD_WAIT_S, "a number of seconds")
+        return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue), load_wait_s=max(0.0, wait))
+
+
+def _number(env: dict[str, str], name: str, kind: type, default: Any, words: str) -> Any:
+    """A variable's number, or `default` when it is unset; ValueError, naming it, for anything else."""
+    raw = env.get(name, "").strip()
+    try:
+        value = kind(raw) if raw else default
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be {words}, got {raw!r}")
+    return value
 
 
 class Answer:
@@ -91,13 +121,57 @@ def _error(e: BaseException) -> ApiError:
         return ApiError(503, public_message(e), kind="server_error", code="models_unavailable")
     if isinstance(e, ValueError):
         return ApiError(400, str(e))
+    if isinstance(e, ClientDisconnect):  # no one is left to read the answer
+        return ApiError(400, "the client went away before its request's body had come")
     log.error("a request failed", exc_info=e)
     return ApiError(500, "the server failed to answer; whoever runs it can find the details in its log",
                     kind="server_error")
 
 
+def _too_large() -> ApiError:
+    return ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB, far more text than the models' "
+                         "context can hold; send a shorter conversation", code="request_too_large")
+
+
 def _sse(payload: Any) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+class _AsciiJSON(JSONResponse):
+    """JSON with every character beyond ASCII escaped: an error may quote what a request sent, and a lone
+    surrogate (which JSON's escapes can carry and UTF-8 cannot) must not stop the answer being written."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
+async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """`function(*args)` in a daemon thread of its own, awaited: the event loop serves others meanwhile, a
+    wait of minutes holds no pool's worker (at most CASCADE_API_QUEUE requests wait at once, each in its
+    place), and a server that is stopped does not wait for it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():  # the request was cancelled: its client left
+            return
+        if error is None:
+            done.set_result(result)
+        else:
+            done.set_exception(error)
+
+    def work() -> None:
+        try:
+            result, error = function(*args), None
+        except BaseException as e:  # noqa: BLE001 - raised again in the request that waits
+            result, error = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the event loop has closed: no one waits any more
+            pass
+
+    threading.Thread(target=work, daemon=True, name="cascade-api-wait").start()
+    return await done
 
 
 def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:
@@ -116,37 +190,59 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             raise ApiError(401, "a valid API key is required: send it as Authorization: Bearer <key>",
                            code="invalid_api_key")
 
-    def check_ready() -> None:
+    async def models_ready() -> None:
+        """Return once the models are loaded, waiting for them (in a thread: the event loop goes on serving)
+        up to `settings.load_wait_s`: a 503 past that, and at once after a failed load."""
         try:
-            if not service.ready():
-                raise ApiError(503, "the models are loading; try again in a few seconds", kind="server_error",
-                               code="models_loading")
+            if service.ready() or await _in_thread(service.wait_ready, settings.load_wait_s):
+                return
         except ModelError as e:
             raise _error(e) from None
+        raise ApiError(503, f"the models are still loading after {settings.load_wait_s:g} s; try again in a "
+                            "moment", kind="server_error", code="models_loading", retry_after_s=LOADING_RETRY_AFTER_S)
 
-    async def body_of(http: HttpRequest) -> Any:
-        raw = await http.body()
-        try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "the request body is not valid JSON") from None
+    async def body_of(http: HttpRequest) -> dict[str, Any]:
+        """The request's JSON object; a body over MAX_BODY_BYTES is refused before more of it is read."""
+        declared = http.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise _too_large()
+        raw = bytearray()
+        async for chunk in http.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                raise _too_large()
+        return fields.json_object(bytes(raw))
 
-    async def answer(request: Request) -> Any:
+    def take_place() -> Callable[[], None]:
+        """A place among the requests that wait or run (429 when every one is taken), and the function that
+        gives it back, once."""
         with lock:
             if waiting["n"] >= settings.queue:
                 raise ApiError(429, f"{settings.queue} requests are already waiting or running; try again soon",
                                kind="rate_limit_error", code="queue_full")
             waiting["n"] += 1
+        given_back = [False]
+
+        def give_back() -> None:
+            with lock:
+                if not given_back[0]:
+                    given_back[0] = True
+                    waiting["n"] -= 1
+        return give_back
+
+    async def answer(request: Request) -> Any:
+        give_back = take_place()  # before waiting for the models: those who wait count in the queue
+        try:
+            await models_ready()
+        except BaseException:
+            give_back()
+            raise
         run = Answer(service, request)
-        finished = threading.Event()
 
         def finish() -> None:
-            """Stop the generation (if it still runs) and free the request's place; once."""
+            """Stop the generation (if it still runs) and give the request's place back."""
             run.pump.cancel()
-            if not finished.is_set():
-                finished.set()
-                with lock:
-                    waiting["n"] -= 1
+            give_back()
 
         events = run.pump.start().stream()
         try:
@@ -205,11 +301,50 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
         finally:
             finish()  # a client that left stops its generation here
 
+    def retry_after(e: ApiError) -> str:
+        """Seconds a client should wait before it tries again: the error's own, else those until a failed
+        load is tried again, else a moment."""
+        seconds = e.retry_after_s if e.retry_after_s is not None else service.retry_in_s() or LOADING_RETRY_AFTER_S
+        return str(max(1, math.ceil(seconds)))
+
+    def reply(e: ApiError) -> JSONResponse:
+        """An error in OpenAI's shape; every 503 says when to try again (Retry-After)."""
+        return _AsciiJSON(e.body(), status_code=e.status, headers={"Retry-After": retry_after(e)} if
+                          e.status == 503 else None)
+
+    def guarded(route: Callable[[HttpRequest], Awaitable[Any]]) -> Callable[[HttpRequest], Awaitable[Any]]:
+        """The route with its every failure answered in OpenAI's shape: an ApiError as it says, anything else
+        a logged 500 (a fault of this server's). Answered here, not by an exception handler for Exception:
+        Starlette raises the exception again after such a handler, and uvicorn then closes the connection."""
+        @functools.wraps(route)
+        async def answered(http: HttpRequest) -> Any:
+            try:
+                return await route(http)
+            except Exception as e:  # noqa: BLE001 - every failure is answered, in OpenAI's words
+                return reply(_error(e))
+        return answered
+
     @app.exception_handler(ApiError)
     async def api_error(_http: HttpRequest, e: ApiError) -> JSONResponse:
-        return JSONResponse(e.body(), status_code=e.status)
+        return reply(e)
 
-    @app.get("/v1/models")
+    @app.exception_handler(HTTPException)
+    async def http_error(_http: HttpRequest, e: HTTPException) -> JSONResponse:
+        """A path or method the API does not have, in OpenAI's shape too."""
+        return reply(ApiError(e.status_code, str(e.detail), kind="server_error" if e.status_code >= 500 else
+                              "invalid_request_error"))
+
+    async def health(http: HttpRequest) -> JSONResponse:
+        """llama-server's health check, for a load balancer or a start-up script (no key needed): 200 once
+        the models are loaded, 503 while they load (asking starts the load, if nothing has) or after a
+        load failed, with the reason in words a visitor may read."""
+        state, reason = service.status()
+        if state == "ok":
+            return JSONResponse({"status": "ok"})
+        wait = LOADING_RETRY_AFTER_S if state == "loading" else service.retry_in_s()
+        return _AsciiJSON({"status": state, **({"error": reason} if reason else {})}, status_code=503,
+                          headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
     async def models(http: HttpRequest) -> JSONResponse:
         check_key(http)
         config = service.config
@@ -219,16 +354,19 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
         """A completion request of either kind: the key, the body read by `read`, the models ready, the answer."""
         check_key(http)
         request = read(await body_of(http))
-        check_ready()
         return await answer(request)
 
-    @app.post("/v1/chat/completions")
     async def chat_completions(http: HttpRequest) -> Any:
         return await complete(http, protocol.chat_request)
 
-    @app.post("/v1/completions")
     async def completions(http: HttpRequest) -> Any:
         return await complete(http, protocol.completion_request)
+
+    for path in ("/health", "/v1/health"):  # llama-server answers at both
+        app.get(path)(guarded(health))
+    app.get("/v1/models")(guarded(models))
+    app.post("/v1/chat/completions")(guarded(chat_completions))
+    app.post("/v1/completions")(guarded(completions))
 
     if settings.cors:
         from fastapi.middleware.cors import CORSMiddleware
