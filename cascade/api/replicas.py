@@ -1,0 +1,355 @@
+"""The API past one machine: replicas of the model pair on Ray Serve, behind Ray's HTTP proxy.
+
+Two Ray Serve deployments make one application (`build`, or `app_builder` for a Serve config file):
+
+- `Models`: each replica holds one pair of models, its own `EngineService` built from the model settings
+  (flags given to `build`, else the replica's CASCADE_* environment), loaded in its constructor, so Ray
+  routes to a replica only once its models are in memory. It serves the routes of `create_api` unchanged:
+  `asgi` runs one HTTP request through that app and streams the app's ASGI messages back. Every answer
+  names its replica in an `X-Cascade-Replica` header. `max_ongoing_requests` is twice its slots
+  (CASCADE_PARALLEL): as many requests wait in the replica, ready for a slot that frees, as run in it.
+  `check_health` (Ray calls it every 10 s) fails while the service has no loaded models, with the reason.
+- `Gateway`, the ingress: Ray's proxy hands it every HTTP request; it reads the body and sends the request
+  to a `Models` replica through a deployment handle, whose router picks the replica with the fewest
+  ongoing requests of two (Ray's "power of two choices") and keeps the rest in line. It holds no model.
+
+What Ray does itself: it replaces a replica that dies or fails its health check; it autoscales `Models`
+on ongoing requests (`autoscaling_config`); and a request its router had not yet handed to a replica
+simply goes to a live one. What it does not: a request a replica had accepted fails with that replica
+(the proxy answers a bare 500, or cuts a stream off). The gateway adds that: a request whose replica died
+before the first byte of its answer is sent again, once, to another replica (`X-Cascade-Attempts: 2`);
+a stream cut off mid-way ends with an error chunk in OpenAI's shape (code `replica_lost`), not a hang
+or a broken connection. It also answers 429 past CASCADE_API_QUEUE requests at once, as one server does.
+
+Ray is an optional install (`pip install 'cascade-decoding[ray]'`): this module imports it only inside the
+functions that need it, and nothing else in the package imports this module but `serve --ray`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Mapping
+
+from ..engine.config import ModelConfig
+from ..engine.models import ModelError
+from ..serving.pump import tune_interpreter
+from ..serving.service import EngineService
+from ..serving.settings import model_config
+from .server import ApiSettings, create_api
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "cascade"
+REPLICA_HEADER = b"x-cascade-replica"
+ATTEMPTS_HEADER = b"x-cascade-attempts"
+INSTALL = ("Ray Serve is not installed; install it with: pip install 'cascade-decoding[ray]' "
+           "(from a checkout: pip install '.[ray]'), or pip install 'ray[serve]'")
+
+# One retry: a replica that died is usually one node's trouble (memory, a machine taken away), but a
+# request that crashes llama.cpp would crash every replica it is sent to; two is where that stops.
+ATTEMPTS = 2
+# A replica that scales down, or is redeployed, finishes the answers it is writing first: a CPU answer of
+# 1024 tokens at 5 tokens/s takes 200 s (Ray's own default, 20 s, would cut most of them off).
+GRACEFUL_SHUTDOWN_S = 300.0
+# What a request's scope carries to the replica: the parts an HTTP app reads (no server objects).
+SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "root_path",
+              "query_string", "headers", "client", "server")
+
+
+class RayMissing(ImportError):
+    """Ray Serve is not installed; the message says how to install it."""
+
+
+def require_ray() -> None:
+    try:
+        import ray  # noqa: F401
+        from ray import serve  # noqa: F401
+    except ImportError as e:
+        raise RayMissing(INSTALL) from e
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """How many `Models` replicas, and what each asks of a node. Unset (None), the target of ongoing
+    requests is the replica's slots (scale up once requests wait), and its CPUs its models' threads."""
+
+    min_replicas: int = 1
+    max_replicas: int = 1
+    target_ongoing: float | None = None
+    replica_cpus: float | None = None
+
+    @classmethod
+    def parse(cls, replicas: str, target_ongoing: float | None = None, replica_cpus: float | None = None) -> "Scaling":
+        """`replicas` as the command line takes it: "N" (fixed) or "MIN:MAX" (autoscaled between them)."""
+        low, _, high = str(replicas).partition(":")
+        try:
+            low_n, high_n = int(low), int(high or low)
+        except ValueError:
+            raise ValueError(f"--replicas must be N or MIN:MAX, whole numbers, got {replicas!r}") from None
+        if low_n < 1 or high_n < low_n:
+            raise ValueError(f"--replicas {replicas}: needs 1 <= MIN <= MAX")
+        if target_ongoing is not None and target_ongoing <= 0:
+            raise ValueError("--target-ongoing must be above 0")
+        if replica_cpus is not None and replica_cpus < 0:
+            raise ValueError("--replica-cpus must be 0 or more")
+        return cls(low_n, high_n, target_ongoing, replica_cpus)
+
+    def options(self, config: ModelConfig) -> dict[str, Any]:
+        """`Models`' deployment options for a replica of `config` (its slots and threads)."""
+        slots = config.parallel
+        cpus = config.n_threads if self.replica_cpus is None else self.replica_cpus
+        options: dict[str, Any] = {"max_ongoing_requests": 2 * slots, "ray_actor_options": {"num_cpus": cpus},
+                                   "graceful_shutdown_timeout_s": GRACEFUL_SHUTDOWN_S}
+        if self.min_replicas == self.max_replicas:
+            options["num_replicas"] = self.min_replicas
+        else:
+            options["autoscaling_config"] = {"min_replicas": self.min_replicas, "max_replicas": self.max_replicas,
+                                             "target_ongoing_requests": self.target_ongoing or slots}
+        return options
+
+
+def error_json(message: str, code: str, kind: str = "server_error") -> bytes:
+    """OpenAI's error object, as the API's own errors are."""
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+class Models:
+    """One replica: a pair of models behind `create_api`'s routes. `service` builds its EngineService
+    (tests give one that writes slowly)."""
+
+    def __init__(self, flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None,
+                 service: Callable[[ModelConfig], EngineService] = EngineService) -> None:
+        from ray import serve
+
+        tune_interpreter()
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        self.service = service(model_config(dict(flags or {})))
+        self.service.engines()  # a load that fails fails the replica's start: Ray retries, then reports it
+        self.app = create_api(self.service, api or ApiSettings.from_environment())
+
+    def check_health(self) -> None:
+        """Ray's health check: raises while the service cannot answer (its load failed, or it has none)."""
+        try:
+            loaded = self.service.ready()
+        except ModelError as e:
+            raise RuntimeError(f"the models failed to load: {e}") from e
+        if not loaded:
+            raise RuntimeError("the models are not loaded")
+
+    async def asgi(self, request: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """One HTTP request (its scope's plain parts and its body) through the app; yields the app's ASGI
+        messages in batches, as they come. Cancelled (the client left), the app hears a disconnect."""
+        messages: asyncio.Queue = asyncio.Queue()
+        left = asyncio.Event()
+        body = [{"type": "http.request", "body": request["body"], "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if body:
+                return body.pop()
+            await left.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (REPLICA_HEADER, self.replica.encode())]}
+            await messages.put(message)
+
+        async def run() -> None:
+            try:
+                await self.app(dict(request["scope"]), receive, send)
+            finally:
+                await messages.put(None)
+
+        task = asyncio.create_task(run())
+        try:
+            while (message := await messages.get()) is not None:
+                batch = [message]
+                while not messages.empty() and (message := messages.get_nowait()) is not None:
+                    batch.append(message)
+                yield batch
+                if message is None:
+                    break
+        finally:
+            left.set()
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled() and task.exception() is not None:  # answered already (a 500)
+                log.error("a request failed", exc_info=task.exception())
+
+
+class Gateway:
+    """The ingress: every HTTP request, sent on to a `Models` replica (again to another, once, if its
+    replica died before answering)."""
+
+    def __init__(self, models: Any, api: ApiSettings | None = None) -> None:
+        self.models = models  # a DeploymentHandle to `Models`
+        self.queue = (api or ApiSettings.from_environment()).queue
+        self.ongoing = 0
+
+    def __serve_build_asgi_app__(self) -> Callable:
+        async def app(scope: dict[str, Any], receive: Callable, send: Callable) -> None:  # a function: ASGI 3
+            await self.forward(scope, receive, send)
+
+        return app
+
+    async def forward(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return  # the API has no websockets
+        if self.ongoing >= self.queue:
+            await respond(send, 429, f"{self.queue} requests are already waiting or running; try again soon",
+                          "queue_full", kind="rate_limit_error")
+            return
+        self.ongoing += 1
+        try:
+            body = bytearray()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            await self.send_on({"scope": {k: scope[k] for k in SCOPE_KEYS if k in scope}, "body": bytes(body)}, send)
+        finally:
+            self.ongoing -= 1
+
+    async def send_on(self, request: dict[str, Any], send: Callable) -> None:
+        from ray.exceptions import RayActorError
+
+        for attempt in range(1, ATTEMPTS + 1):
+            started, streaming = False, False
+            response = self.models.options(stream=True).asgi.remote(request)
+            try:
+                async for batch in response:
+                    for message in batch:
+                        if message["type"] == "http.response.start":
+                            headers = [*message.get("headers", []), (ATTEMPTS_HEADER, str(attempt).encode())]
+                            message = {**message, "headers": headers}
+                            streaming = dict(headers).get(b"content-type", b"").startswith(b"text/event-stream")
+                        await send(message)
+                        started = True
+                return
+            except asyncio.CancelledError:  # the client left: stop the generation where it runs
+                response.cancel()
+                raise
+            except Exception as e:  # noqa: BLE001 - answered in OpenAI's words, in the stream or as a status
+                lost = isinstance(e, RayActorError)  # the replica died (killed, out of memory, its node gone)
+                if not started and lost:
+                    log.warning("a replica died before it answered (attempt %d of %d): %s", attempt, ATTEMPTS, e)
+                    continue
+                log.error("a request failed in its replica", exc_info=e)
+                words, code = (("the replica writing this answer stopped; ask again", "replica_lost") if lost else
+                               ("the server failed to answer; whoever runs it can find the details in its log",
+                                "server_error"))
+                if not started:
+                    await respond(send, 500, words, code)
+                else:  # mid-way: the error goes in the stream, as the API's own do
+                    error = b"data: " + error_json(words, code) + b"\n\n" if streaming else b""
+                    await send({"type": "http.response.body", "body": error, "more_body": False})
+                return
+        await respond(send, 503, "the replicas this request was sent to stopped before answering; try again",
+                      "replica_lost")
+
+
+async def respond(send: Callable, status: int, message: str, code: str, kind: str = "server_error") -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": error_json(message, code, kind), "more_body": False})
+
+
+def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None, scaling: Scaling = Scaling(),
+          service: Callable[[ModelConfig], EngineService] = EngineService) -> Any:
+    """The application: `Gateway` in front of `Models` replicas, with `scaling`. `flags` (ModelConfig
+    fields) win over each replica's environment; `api` (None: the environment's) is the API's settings."""
+    require_ray()
+    from ray import serve
+
+    flags = dict(flags or {})
+    config = model_config(flags)  # the settings each replica will read, checked here first
+    api = api or ApiSettings.from_environment()
+    models = serve.deployment(Models, name="Models", **scaling.options(config)).bind(flags, api, service)
+    gateway = serve.deployment(serve.ingress()(Gateway), name="Gateway", num_replicas=1,
+                               max_ongoing_requests=api.queue + 8, ray_actor_options={"num_cpus": 0})
+    return gateway.bind(models, api)
+
+
+def app_builder(args: Mapping[str, str] | None = None) -> Any:
+    """For a Serve config file (`import_path: cascade.api.replicas:app_builder`): its `args` may give
+    `replicas` ("N" or "MIN:MAX"), `target_ongoing` and `replica_cpus`; the models come from the
+    application's runtime_env env_vars (CASCADE_DRAFT, CASCADE_TARGET, ...), and its `deployments:`
+    section may still override any option of `Models` or `Gateway`."""
+    args = dict(args or {})
+    unknown = set(args) - {"replicas", "target_ongoing", "replica_cpus"}
+    if unknown:
+        raise ValueError(f"app_builder takes replicas, target_ongoing and replica_cpus, not {sorted(unknown)}")
+    def number(name: str) -> float | None:
+        return float(args[name]) if args.get(name) not in (None, "") else None
+
+    return build(scaling=Scaling.parse(str(args.get("replicas", "1")), number("target_ongoing"),
+                                       number("replica_cpus")))
+
+
+def local_paths(flags: Mapping[str, Any]) -> dict[str, Any]:
+    """Model and router files given as paths of this machine, made absolute: a replica's working folder
+    is Ray's, not this one (a Hub name, or a path to a file that is not here, is left as it is)."""
+    out = dict(flags)
+    for name in ("draft", "target", "router"):
+        value = out.get(name)
+        if value and Path(value).expanduser().is_file():
+            out[name] = str(Path(value).expanduser().resolve())
+    return out
+
+
+def deploy(flags: Mapping[str, Any], scaling: Scaling, host: str = "127.0.0.1", port: int = 8000,
+           address: str | None = None) -> str:
+    """Starts Ray (`address`: join that cluster; None: a local instance), serves the application on its
+    proxy at host:port and returns the API's base URL once every replica's models are loaded. This
+    checkout's `cascade` package travels to the replicas (runtime_env py_modules); the nodes need its
+    dependencies (llama-cpp-python, fastapi, huggingface-hub) installed."""
+    require_ray()
+    import ray
+    from ray import serve
+
+    import cascade
+
+    ray.init(address=address, runtime_env={"py_modules": [cascade]})
+    serve.start(http_options={"host": host, "port": port})
+    try:
+        serve.run(build(local_paths(flags), scaling=scaling), name=APP_NAME, route_prefix="/")
+    except RuntimeError as e:  # Ray's words name the deployment; its status holds the replica's error
+        raise RuntimeError(f"{e} {failure(APP_NAME)}".strip()) from None
+    return f"http://{host}:{port}/v1"
+
+
+def failure(app: str) -> str:
+    """Why an application's deployments failed, in the last line of each one's error (a replica's
+    constructor's exception: a model file not found, a download that failed, ...)."""
+    from ray import serve
+
+    status = serve.status().applications.get(app)
+    deployments = status.deployments.items() if status else ()
+    reasons = [f"{name}: {d.message.strip().splitlines()[-1]}" for name, d in deployments
+               if d.status.value in ("DEPLOY_FAILED", "UNHEALTHY") and d.message.strip()]
+    return "; ".join(reasons)
+
+
+def undeploy(local: bool) -> None:
+    """Takes the application down; a local Ray instance (one `deploy` started) goes with it."""
+    import ray
+    from ray import serve
+
+    if not ray.is_initialized():  # `deploy` failed before Ray started
+        return
+    if local:
+        serve.shutdown()
+    else:
+        serve.delete(APP_NAME)
+    ray.shutdown()

@@ -1,0 +1,325 @@
+"""The API past one machine: two replicas of the toy pair behind a local Ray Serve (`-m ray`).
+
+The tests that need Ray start one local instance for the module (about 15 s on two cores) and are skipped
+where Ray Serve is not installed (`pip install '.[ray]'`); the first few need no Ray at all. The replicas
+write slowly (a pause after each event, `slow_service`), so a request is still running, or waiting for a
+replica's slot, when a replica is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from cascade import ModelConfig
+from cascade.api import protocol
+from cascade.api.replicas import APP_NAME, Scaling, app_builder
+from cascade.api.server import ApiSettings
+
+from .helpers import ROOT, engine_for, free_port
+
+MAX_TOKENS = 24
+
+
+# ---- without Ray --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("replicas, expected", [("2", (2, 2)), ("1:4", (1, 4)), ("3:3", (3, 3))])
+def test_replicas_are_n_or_min_max(replicas, expected):
+    scaling = Scaling.parse(replicas)
+    assert (scaling.min_replicas, scaling.max_replicas) == expected
+
+
+@pytest.mark.parametrize("replicas", ["0", "3:2", "many", "1:x"])
+def test_a_bad_replica_count_is_refused_in_words(replicas):
+    with pytest.raises(ValueError, match="--replicas"):
+        Scaling.parse(replicas)
+
+
+def test_a_replica_takes_as_many_requests_as_its_slots_run_and_as_many_again_waiting():
+    config = ModelConfig(parallel=3, n_threads=2)
+    fixed = Scaling.parse("2").options(config)
+    assert fixed["num_replicas"] == 2 and fixed["max_ongoing_requests"] == 6
+    assert fixed["ray_actor_options"] == {"num_cpus": 2} and "autoscaling_config" not in fixed
+    scaled = Scaling.parse("1:4", replica_cpus=0.5).options(config)
+    assert scaled["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 3}
+    assert scaled["ray_actor_options"] == {"num_cpus": 0.5} and "num_replicas" not in scaled
+
+
+def test_a_config_files_builder_takes_only_its_own_arguments():
+    with pytest.raises(ValueError, match="replicas, target_ongoing and replica_cpus"):
+        app_builder({"replica": "2"})
+
+
+def test_a_replicas_health_check_fails_with_the_load_error_until_its_models_are_loaded(toy):
+    from cascade.api.replicas import Models
+    from cascade.engine.models import ModelError
+    from cascade.serving.service import EngineService
+
+    def missing(config, progress):
+        raise ModelError("draft model file not found: small.gguf")
+
+    replica = Models.__new__(Models)  # its constructor loads; here the service is given
+    replica.service = EngineService(ModelConfig(draft="small.gguf", target="large.gguf"), loader=missing)
+    with pytest.raises(ModelError):
+        replica.service.engines()
+    with pytest.raises(RuntimeError, match="failed to load: draft model file not found: small.gguf"):
+        replica.check_health()
+    replica.service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_ctx=512),
+                                    warm=lambda engine: None)
+    replica.service.engines()
+    replica.check_health()  # loaded: healthy
+
+
+def example_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "examples" / "ray-serve.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_config_file_example_builds_this_application_with_the_default_models():
+    (app,) = example_config()["applications"]
+    assert app["import_path"] == "cascade.api.replicas:app_builder" and Scaling.parse(app["args"]["replicas"])
+    env = app["runtime_env"]["env_vars"]
+    assert (env["CASCADE_DRAFT"], env["CASCADE_TARGET"]) == (ModelConfig().draft, ModelConfig().target)
+
+
+@pytest.mark.ray
+def test_the_config_file_example_is_one_ray_serve_takes():
+    schema = pytest.importorskip("ray.serve.schema", reason="the Ray tier: needs Ray Serve (pip install '.[ray]')")
+    schema.ServeDeploySchema.model_validate(example_config())
+
+
+def test_the_load_bench_counts_an_answer_no_server_gave_as_lost_with_its_reason():
+    from cascade.bench.api_load import run_load
+
+    load = run_load(f"http://127.0.0.1:{free_port()}", concurrency=2, requests=3)
+    assert len(load.streams) == 3 and len(load.lost) == 3 and "ConnectError" in load.lost[0].lost
+    assert load.replicas() == {} and "3 lost" in load.lines()[0]
+
+
+def test_nothing_imports_ray_and_serve_ray_without_it_says_how_to_install_it():
+    script = ("import sys; sys.modules['ray'] = None\n"  # as if Ray were not installed
+              "import cascade.cli, cascade.cli.serve, cascade.api.replicas\n"
+              "from cascade.cli import main\n"
+              "sys.exit(main(['serve', '--ray']))")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'cascade-decoding[ray]'" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---- on a local Ray -----------------------------------------------------------------------------------
+
+def slow_service(pause_s: float):
+    """What builds a replica's EngineService: one whose engines pause after each event. Defined in a
+    function, so that Ray's pickling carries it by value (the replicas cannot import the tests)."""
+
+    def build(config):
+        from contextlib import contextmanager
+
+        from cascade.serving.service import EngineService
+
+        class Slow:
+            def __init__(self, engine) -> None:
+                self.engine = engine
+
+            def __getattr__(self, name):
+                return getattr(self.engine, name)
+
+            def generate(self, *args, **kwargs):
+                for event in self.engine.generate(*args, **kwargs):
+                    yield event
+                    time.sleep(pause_s)
+
+        class SlowService(EngineService):
+            @contextmanager
+            def lease(self, progress=lambda _msg: None):
+                with super().lease(progress) as engine:
+                    yield Slow(engine)
+
+        return SlowService(config)
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def cluster(toy):
+    """Two replicas of the toy pair (one slot each) on a local Ray; yields the proxy's URL."""
+    pytest.importorskip("ray.serve", reason="the Ray tier: needs Ray Serve (pip install '.[ray]')")
+    import ray
+    from ray import serve
+
+    import cascade
+    from cascade.api.replicas import build
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"py_modules": [cascade]})
+    try:
+        port = free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        flags = {"draft": str(toy.small), "target": str(toy.related), "n_threads": 1, "n_ctx": 512}
+        serve.run(build(flags, ApiSettings(), Scaling(2, 2, replica_cpus=0), service=slow_service(0.02)),
+                  name=APP_NAME, route_prefix="/")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+@dataclass
+class Answer:
+    """One streamed answer as a client saw it."""
+
+    replica: str = ""
+    attempts: int = 0
+    status: int = 0
+    text: str = ""
+    chunks: int = 0
+    done: bool = False  # it ended with data: [DONE]
+    error: dict = field(default_factory=dict)  # or with an error chunk
+    started: threading.Event = field(default_factory=threading.Event)
+
+
+def ask(url: str, prompt: str, max_tokens: int = MAX_TOKENS, answer: Answer | None = None) -> Answer:
+    answer = answer or Answer()
+    body = {"model": "cascade", "stream": True, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}]}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
+        answer.status, answer.replica = r.status_code, r.headers.get("x-cascade-replica", "")
+        answer.attempts = int(r.headers.get("x-cascade-attempts", "0"))
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                answer.done = True
+                continue
+            chunk = json.loads(line[len("data: "):])
+            if "error" in chunk:
+                answer.error = chunk["error"]
+                continue
+            answer.chunks += 1
+            answer.text += "".join(c["delta"].get("content") or "" for c in chunk["choices"])
+            answer.started.set()
+    return answer
+
+
+@pytest.mark.ray
+def test_the_apis_routes_answer_through_the_proxy_each_naming_its_replica(cluster):
+    models = httpx.get(f"{cluster}/v1/models", timeout=30)
+    assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == protocol.offered_models()
+    assert models.headers["x-cascade-replica"] and models.headers["x-cascade-attempts"] == "1"
+    health = httpx.get(f"{cluster}/health", timeout=30)
+    assert health.status_code == 200 and health.json()["status"] == "ok" and health.headers["x-cascade-replica"]
+    refused = httpx.post(f"{cluster}/v1/chat/completions", json={"model": "gpt-4", "messages": []}, timeout=30)
+    assert refused.status_code in (400, 404) and "error" in refused.json()
+
+
+@pytest.mark.ray
+def test_twenty_streams_at_once_all_finish_over_both_replicas_with_the_engines_own_texts(cluster, toy):
+    prompts = [f"Tell me about animal number {i}." for i in range(20)]
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda p: ask(cluster, p), prompts))
+    assert all(a.status == 200 and a.done and not a.error for a in answers), answers
+    assert len({a.replica for a in answers}) == 2  # Ray's router spread them
+    engine = engine_for(toy.small, toy.related, n_threads=1, n_ctx=512)
+    for prompt, answer in zip(prompts, answers):
+        request = protocol.chat_request({"model": "cascade", "max_tokens": MAX_TOKENS,
+                                         "messages": [{"role": "user", "content": prompt}]})
+        *_, summary = engine.generate(request.prompt, request.config, score=False)
+        assert answer.text == summary.text  # no answer lost a token or took another's
+
+
+@pytest.mark.ray
+def test_a_client_that_leaves_frees_its_replicas_slot_at_once(cluster):
+    """The proxy cancels the gateway's request, the gateway its replica's, and the app stops the generation:
+    a left answer of 400 tokens (8 s at least, writing slowly) would otherwise hold its slot."""
+    def leave(i: int) -> None:
+        body = {"model": "cascade", "stream": True, "max_tokens": 400, "cascade": {"threshold": 1e6},
+                "messages": [{"role": "user", "content": f"Go on and on, {i}."}]}
+        with httpx.stream("POST", f"{cluster}/v1/chat/completions", json=body, timeout=60) as r:
+            chunks = 0
+            for line in r.iter_lines():
+                chunks += line.startswith("data: {")
+                if chunks == 3:
+                    return
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(leave, range(2)))
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda i: ask(cluster, f"Hi {i}.", 4), range(4)))
+    assert all(a.done for a in answers) and time.monotonic() - started < 4.0
+
+
+@pytest.mark.ray
+def test_the_load_bench_sees_every_answer_and_both_replicas(cluster):
+    from cascade.bench.api_load import run_load
+
+    load = run_load(cluster, concurrency=6, requests=12, max_tokens=8)
+    assert len(load.streams) == 12 and not load.lost and load.tokens_per_s > 0
+    assert len(load.replicas()) == 2 and all(s.first_token_s is not None for s in load.streams)
+
+
+def replica_actor(replica: str):
+    import ray
+
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+             if a["name"].startswith("SERVE_REPLICA::") and a["name"].endswith(f"#{replica}")]
+    assert len(names) == 1, names
+    return ray.get_actor(names[0], namespace="serve")
+
+
+@pytest.mark.ray
+def test_a_killed_replica_is_replaced_its_waiting_requests_answered_elsewhere_its_stream_ended_in_words(cluster):
+    import ray
+    from ray import serve
+
+    # Each replica runs one answer and holds one more waiting for its slot; the other four wait in Ray.
+    answers = [Answer() for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(ask, cluster, f"Count to {i}.", 120, a) for i, a in enumerate(answers)]
+        deadline = time.monotonic() + 30
+        while not any(a.started.is_set() for a in answers):
+            assert time.monotonic() < deadline, "no answer began"
+            time.sleep(0.01)
+        victim = next(a.replica for a in answers if a.started.is_set())
+        ray.kill(replica_actor(victim), no_restart=True)
+        for f in futures:
+            f.result(timeout=90)  # none hangs, and none breaks the connection (httpx would raise)
+
+    cut = [a for a in answers if a.error]
+    assert cut and all(a.replica == victim and a.chunks > 0 and a.error["code"] == "replica_lost" for a in cut)
+    finished = [a for a in answers if not a.error]
+    assert all(a.done and a.replica != victim for a in finished), answers
+    assert len(cut) + len(finished) == 8 and any(a.attempts == 2 for a in finished), answers  # one was retried
+
+    deadline = time.monotonic() + 90  # Ray starts a replica in its place
+    while serve.status().applications[APP_NAME].deployments["Models"].replica_states.get("RUNNING") != 2:
+        assert time.monotonic() < deadline, "the killed replica was not replaced"
+        time.sleep(0.5)
+    seen = {ask(cluster, f"Hello {i}.", 4).replica for i in range(6)}
+    assert victim not in seen and len(seen) == 2
+
+
+@pytest.mark.ray
+def test_replicas_whose_models_cannot_load_fail_the_deployment_with_the_reason(cluster):
+    """Ray retries a replica whose constructor fails (3 times), then marks the deployment failed; its
+    status keeps the replica's error, which `serve --ray` prints."""
+    from ray import serve
+
+    from cascade.api.replicas import build, failure
+
+    flags = {"draft": "/no/such/draft.gguf", "target": "/no/such/target.gguf", "n_threads": 1}
+    with pytest.raises(RuntimeError):
+        serve.run(build(flags, ApiSettings(), Scaling(1, 1, replica_cpus=0)), name="broken", route_prefix="/broken")
+    try:
+        assert "Models: cascade.engine.models.ModelError: draft model file not found: /no/such/draft.gguf" in \
+            failure("broken")
+    finally:
+        serve.delete("broken")
