@@ -164,3 +164,56 @@ def run_load(url: str, concurrency: int, requests: int | None = None, duration_s
     load.wall_s = time.perf_counter() - start
     load.streams.sort(key=lambda s: s.started_s)
     return load
+
+
+# ---- one answer beside another: a chat app's own request and its user's --------------------------------
+
+# Like the request a chat app sends to name a new chat (Open WebUI: about 270 prompt tokens, non-streamed),
+# but asking for a long answer, so that it is still being written when the user's question comes.
+BACKGROUND_PROMPT = ("### Chat History:\n<chat_history>\n" +
+                     "USER: Tell me about the tides and the moon, and why there are two tides a day.\n"
+                     "ASSISTANT: The moon's gravity pulls the ocean toward it on the near side, and the earth is "
+                     "pulled away from the water on the far side, so two bulges travel around the earth.\n" * 4 +
+                     "</chat_history>\n### Task:\nRetell the chat above as a story for children of about 300 words, "
+                     "in several paragraphs.")
+
+
+@dataclass(frozen=True)
+class Beside:
+    alone_first_token_s: float | None  # the user's streamed request with nothing else running
+    first_token_s: float | None  # the same request sent `delay_s` after the background one
+    background_wall_s: float  # the non-streamed background request, from sent to answered
+    background_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def first_token_beside(url: str, background_tokens: int = 200, delay_s: float = 0.5, model: str = "cascade",
+                       prompt: str = "Explain in a few sentences how tides work.", key: str = "") -> Beside:
+    """A streamed request alone, then the same request sent `delay_s` after a non-streamed one of
+    `background_tokens` (how a chat app's title request and its user's question arrive): each first token."""
+    import httpx
+
+    url = url.rstrip("/").removesuffix("/v1")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    question = {"model": model, "stream": True, "max_tokens": 32, "messages": [{"role": "user", "content": prompt}]}
+    background = {"model": model, "max_tokens": background_tokens,
+                  "messages": [{"role": "user", "content": BACKGROUND_PROMPT}]}
+    with httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0)) as http:
+        alone = stream_once(http, url, question, time.perf_counter(), headers)
+        answered: dict[str, Any] = {}
+
+        def send_background() -> None:
+            sent = time.perf_counter()
+            r = httpx.post(f"{url}/v1/chat/completions", json=background, headers=headers, timeout=600.0)
+            answered.update(wall=time.perf_counter() - sent, tokens=r.json().get("usage", {}).get("completion_tokens", 0))
+
+        thread = threading.Thread(target=send_background)
+        thread.start()
+        time.sleep(delay_s)
+        beside = stream_once(http, url, question, time.perf_counter(), headers)
+        thread.join()
+    if alone.lost or beside.lost:
+        raise RuntimeError(f"an answer was lost: {alone.lost or beside.lost}")
+    return Beside(alone.first_token_s, beside.first_token_s, answered["wall"], answered["tokens"])

@@ -22,13 +22,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=64, help="(default %(default)s)")
     parser.add_argument("--prompt", default="Explain in a few sentences how tides work.",
                         help="each request's question, numbered so no two are the same")
+    parser.add_argument("--beside", type=int, default=None, metavar="TOKENS",
+                        help="instead: one streamed request alone, then sent 0.5 s after a non-streamed request of "
+                             "TOKENS tokens (a chat app's title request): both first tokens")
     parser.add_argument("--quiet", action="store_true", help="no line per answer on stderr")
     parser.add_argument("--json", type=Path, default=None, help="write every answer's figures here as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench.api_load import run_load
+    from ..bench.api_load import first_token_beside, run_load
 
+    if args.beside is not None:
+        beside = first_token_beside(args.url, args.beside, model=args.policy, key=os.environ.get("CASCADE_API_KEY", ""))
+        print(f"first token alone {beside.alone_first_token_s:.2f} s; sent 0.5 s after a non-streamed request of "
+              f"{beside.background_tokens} tokens ({beside.background_wall_s:.1f} s): {beside.first_token_s:.2f} s")
+        if args.json:
+            args.json.write_text(json.dumps(beside.to_dict(), indent=1))
+        return 0
     load = run_load(args.url, args.concurrency, requests=args.requests, duration_s=args.duration, model=args.policy,
                     max_tokens=args.max_tokens, prompt=args.prompt, key=os.environ.get("CASCADE_API_KEY", ""),
                     log=(lambda _m: None) if args.quiet else log)

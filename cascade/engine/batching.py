@@ -34,6 +34,14 @@ import numpy as np
 # alternating over six pairs, 1.7 ms a token instead of 0.3.
 _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade-decode")
 
+
+
+def on_decoding_thread(work, *args, **kwargs):
+    """`work(*args, **kwargs)` on the thread that runs every decode (for llama.cpp calls made outside a
+    scheduler: the seed's `Llama.__call__`)."""
+    return _DECODER.submit(work, *args, **kwargs).result()
+
+
 # Longer than the Python a generation does between two model calls (a few milliseconds: sampling a row,
 # the rule, the event), far shorter than a decode (tens of milliseconds for one token on a CPU).
 MAX_WAIT_S = 0.01

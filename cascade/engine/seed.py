@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Iterator
 
 import llama_cpp
 
+from .batching import on_decoding_thread
 from .events import Event, ModelStats, Summary, TokenEvent, Written
 from .models import ModelPair, load_model
 from .prompt import PromptError, encode_prompt, render_chat
@@ -29,32 +31,38 @@ if TYPE_CHECKING:
 # its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
 SEED_N_CTX = 1024
 
-# The seed's own copies of each pair's models, while the pair lives and until released.
-_SEED_MODELS: "weakref.WeakKeyDictionary[ModelPair, tuple[llama_cpp.Llama, llama_cpp.Llama]]" = \
+# The seed's own copies of each loaded pair's models (one for all its slots: keyed by the draft's shared
+# context), while the pair lives and until released.
+_SEED_MODELS: "weakref.WeakKeyDictionary[object, tuple[llama_cpp.Llama, llama_cpp.Llama]]" = \
     weakref.WeakKeyDictionary()
+_LOADING = threading.Lock()
 
 
 def seed_models(pair: ModelPair) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
     """Second copies of the pair's models with logits_all=True, as the seed's loop needs (`logprobs`
     requires it). Loaded when the baseline first runs; the weights are memory-mapped, so the copies
     share pages with the pair's models and cost mostly their own caches."""
-    if pair not in _SEED_MODELS:
-        config = dataclasses.replace(pair.config, n_ctx=min(pair.config.n_ctx, SEED_N_CTX))
-        _SEED_MODELS[pair] = (load_model(pair.draft_path, config, "draft", logits_all=True),
-                              load_model(pair.target_path, config, "target", logits_all=True))
-    return _SEED_MODELS[pair]
+    key = pair.draft.context
+    with _LOADING:
+        if key not in _SEED_MODELS:
+            config = dataclasses.replace(pair.config, n_ctx=min(pair.config.n_ctx, SEED_N_CTX))
+            _SEED_MODELS[key] = (load_model(pair.draft_path, config, "draft", logits_all=True),
+                                 load_model(pair.target_path, config, "target", logits_all=True))
+        return _SEED_MODELS[key]
 
 
 def release_seed_models(pair: ModelPair) -> None:
     """Free the copies (their all-position logits are large) until the baseline runs again."""
-    _SEED_MODELS.pop(pair, None)
+    _SEED_MODELS.pop(pair.draft.context, None)
 
 
 def _next_token(llm, prompt: str, config: "GenerationConfig") -> tuple[str, float | None, str]:
     # Our sampling settings rather than llama-cpp-python's defaults (which add a repeat penalty and
-    # min-p), so the baseline draws from the same distributions as every other policy.
-    out = llm(prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
-              top_p=config.top_p, top_k=config.top_k, min_p=0.0, repeat_penalty=1.0, seed=config.seed)
+    # min-p), so the baseline draws from the same distributions as every other policy. The call runs on the
+    # thread that runs every decode (`batching.on_decoding_thread`): slots running the seed at once take turns
+    # on its copies, and llama.cpp's threads are not left spinning by one more calling thread.
+    out = on_decoding_thread(llm, prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
+                             top_p=config.top_p, top_k=config.top_k, min_p=0.0, repeat_penalty=1.0, seed=config.seed)
     choice = out["choices"][0]
     logprobs = choice["logprobs"]["token_logprobs"] if choice["logprobs"] else []
     return choice["text"], (logprobs[0] if logprobs else None), choice["finish_reason"]
