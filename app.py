@@ -30,7 +30,7 @@ def page(at_once: int):
 
 def at_once_from_environment() -> int:
     try:
-        return model_config().parallel  # CASCADE_PARALLEL
+        return model_config(serving=True).parallel  # CASCADE_PARALLEL
     except ValueError:
         return 1  # the first Generate then says which variable is wrong
 
@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request of the page to itself
-    config = model_config(model_flags(args))
+    config = model_config(model_flags(args), serving=True)
     service.configure(config)
     if config.parallel != at_once_from_environment():
         demo = page(config.parallel)

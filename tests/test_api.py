@@ -32,7 +32,9 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 
 @pytest.fixture(scope="module")
 def service(toy):
-    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512))
+    # Four slots, as app.py and `serve` run: every test's requests go through one of them.
+    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512,
+                                        parallel=4))
     service.engines()  # loaded (and calibrated) before the first request
     return service
 
@@ -45,7 +47,8 @@ def server(service):
     from cascade.ui.layout import build_demo, queued
 
     app = create_api(service, ApiSettings(api_key=KEY, cors=("http://chat.example",)))
-    app = gr.mount_gradio_app(app, queued(build_demo(service.lease, describe_models=service.describe)), path="/")
+    app = gr.mount_gradio_app(app, queued(build_demo(service.lease, describe_models=service.describe, concurrency=4)),
+                              path="/")
     s = Server(app)
     yield s
     s.close()
@@ -102,7 +105,8 @@ def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
     tokens = [t for c in chunks if c["choices"] for t in (c["choices"][0].get("cascade") or {}).get("tokens", [])]
     assert [(t["writer"], t["position"]) for t in tokens] == [(e.source, e.position) for e in accepted]
     for t, e in zip(tokens, accepted):
-        assert t["draft_perplexity"] == (pytest.approx(e.draft_ppl) if e.draft_ppl is not None else None)
+        # (Another slot, whose cache cells lie elsewhere in the shared context, may round the last digits apart.)
+        assert t["draft_perplexity"] == (pytest.approx(e.draft_ppl, rel=1e-4) if e.draft_ppl is not None else None)
     usage = chunks[-1]["usage"]
     assert chunks[-1]["choices"] == [] and usage["completion_tokens"] == len(accepted)
     by_target = sum(t["writer"] == "target" for t in tokens)
@@ -258,8 +262,12 @@ def test_a_browser_client_from_an_allowed_origin_may_call(server):
 
 # ---- behaving like a server -------------------------------------------------------------------------
 
-def test_a_client_that_leaves_after_three_chunks_frees_the_engine_within_a_second(server, service):
-    engine = service.engines()[0]
+def test_a_client_that_leaves_after_three_chunks_frees_its_slot_within_a_second(server, service):
+    scheduler = service.engines()[0].pair.draft.context.scheduler
+
+    def writing() -> list:
+        return [e for e in service.engines() if e.pair.lock.locked()]
+
     request = json.dumps(body(max_tokens=400, cascade={"threshold": 1e6}))
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     with httpx.stream("POST", f"{server.url}/v1/chat/completions", content=request.replace(
@@ -269,10 +277,10 @@ def test_a_client_that_leaves_after_three_chunks_frees_the_engine_within_a_secon
             chunks += line.startswith("data: ")
             if chunks == 3:
                 break
-        assert engine.pair.lock.locked(), "the generation should still be running"
+        assert len(writing()) == 1 and scheduler.writing == 1, "the generation should still be running"
     left = time.monotonic()
-    while engine.pair.lock.locked():
-        assert time.monotonic() - left < 1.0, "the engine was not freed within a second"
+    while writing() or scheduler.writing:
+        assert time.monotonic() - left < 1.0, "the slot was not freed within a second"
         time.sleep(0.01)
 
 

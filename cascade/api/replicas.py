@@ -127,7 +127,7 @@ class Models:
 
         tune_interpreter()
         self.replica = serve.get_replica_context().replica_id.unique_id
-        self.service = service(model_config(dict(flags or {})))
+        self.service = service(model_config(dict(flags or {}), serving=True))
         self.service.engines()  # a load that fails fails the replica's start: Ray retries, then reports it
         self.app = create_api(self.service, api or ApiSettings.from_environment())
 
@@ -273,7 +273,7 @@ def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None
     from ray import serve
 
     flags = dict(flags or {})
-    config = model_config(flags)  # the settings each replica will read, checked here first
+    config = model_config(flags, serving=True)  # the settings each replica will read, checked here first
     api = api or ApiSettings.from_environment()
     models = serve.deployment(Models, name="Models", **scaling.options(config)).bind(flags, api, service)
     gateway = serve.deployment(serve.ingress()(Gateway), name="Gateway", num_replicas=1,

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     tune_interpreter()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    service = EngineService(model_config(model_flags(args)))
+    service = EngineService(model_config(model_flags(args), serving=True))
     settings = ApiSettings.from_environment()
     app = create_api(service, settings)
     service.ready()  # load the models now, in the background: requests meanwhile wait for them (/health: 503)
@@ -65,7 +65,7 @@ def run_on_ray(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     scaling = replicas.Scaling.parse(args.replicas, args.target_ongoing, args.replica_cpus)
-    flags = dataclasses.asdict(model_config(model_flags(args)))  # as resolved here, flag > environment > default
+    flags = dataclasses.asdict(model_config(model_flags(args), serving=True))  # as resolved here, flag > environment > default
     try:
         url = replicas.deploy(flags, scaling, host=args.host, port=args.port, address=args.ray_address)
         low, high = scaling.min_replicas, scaling.max_replicas

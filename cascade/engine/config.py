@@ -59,11 +59,12 @@ class ModelConfig:
     # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
-    # The page and the API: slots, generations that share one pair of models, each a sequence of both
-    # contexts, their model calls decoded in one batch per step (engine/batching.py). Chosen by measurement
-    # (BENCHMARKS.md, "How many at once?").
-    parallel: int = _opt(1, "page and API: generations that run at once over one pair of models (slots)", min=1,
-                         max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True)
+    # Slots: generations that share one pair of models, each a sequence of both contexts, their model calls
+    # decoded in one batch per step (engine/batching.py). The library loads one; the page and `serve` four
+    # (`serving`), chosen by measurement (BENCHMARKS.md, "How many at once?"): a chat app's own requests and a
+    # second visitor then run beside an answer instead of before it, for 540 MB more at a 2048 context.
+    parallel: int = _opt(1, "generations that run at once over one pair of models (slots)", min=1,
+                         max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True, serving=4)
 
 
     def validate(self) -> "ModelConfig":

@@ -55,7 +55,7 @@ class EngineService:
     @property
     def config(self) -> ModelConfig:
         # Read the environment when first needed, not at import: app.py's flags may still set it.
-        return self._config or model_config()
+        return self._config or model_config(serving=True)
 
     def configure(self, config: ModelConfig) -> None:
         with self._lock:
@@ -157,7 +157,7 @@ class EngineService:
             raise
         progress("warming up the models")
         self._warm(first)  # its slots share what it teaches `auto`
-        engines = first.slots()
+        engines = first.slots() if config.parallel > 1 else [first]
         for engine in engines:
             self._free.put(engine)
         self._engines, self._failure = engines, None

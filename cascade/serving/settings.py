@@ -22,11 +22,14 @@ def _model_fields() -> list[dataclasses.Field]:
     return list(dataclasses.fields(ModelConfig))
 
 
-def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> ModelConfig:
+def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                 serving: bool = False) -> ModelConfig:
     """The models' settings: each field from its flag if given (not None), else its environment variable
-    if set and not blank, else the default. ValueError names a variable that is not a number."""
+    if set and not blank, else the default (with `serving`, for the page and `serve`, a field's own
+    serving default where it has one: four slots). ValueError names a variable that is not a number."""
     flags, env = flags or {}, os.environ if env is None else env
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {f.name: f.metadata["serving"] for f in _model_fields()
+                              if serving and "serving" in f.metadata}
     for f in _model_fields():
         flag_value = flags.get(f.name)
         if flag_value is not None:
@@ -49,6 +52,7 @@ def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None
         meta, default = f.metadata, f.default
         if meta.get("page_only") and not page:
             continue
+        default = meta.get("serving", default) if page else default
         parser.add_argument(meta["flag"], dest=f.name, type=type(default), default=None,
                             help=f"{meta['help']} (env {meta['env']}; default {default})")
 
