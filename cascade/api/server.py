@@ -2,7 +2,7 @@
 
 `create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions`,
 `POST /v1/completions` and llama-server's `GET /health` (no key: a load balancer asks it). It shares the
-page's `EngineService`: a request leases an engine as a page visitor's does, so N workers serve N requests
+page's `EngineService`: a request leases a slot as a page visitor's does, so N slots serve N requests
 at once, page and API together, in the order they came. Each request runs the engine's generator in a
 thread of its own (`serving.pump`) and streams its events as they come; a client that goes away stops its
 generation at once (the generator is closed, as the page's Stop closes it).

@@ -5,7 +5,7 @@ The rooms: `run.py` (the side-by-side bench), `costs.py`, `peer.py` and `report.
 `routers.py` and `routers_report.py` (training the router, every rule's curve); the coding tasks in
 `tasks.py` (tasks, prompt styles, checking), `sandbox.py`, `tasks_configs.py`, `tasks_cache.py`,
 `tasks_results.py`, `tasks_shares.py`, `tasks_run.py` and `tasks_report.py`; what the API, the page and
-several workers cost (`api_speed.py`, `page_speed.py`, `workers.py`); and what they share:
+several requests at once cost (`api_speed.py`, `page_speed.py`, `at_once.py`, `api_load.py`); and what they share:
 `summaries.py` (a run's Summary, and several weighed together) and `local.py` (a port, a cache folder).
 """
 
