@@ -94,8 +94,6 @@ def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page
         page.wait_for_function("() => !document.querySelector('.cascade-compare-box')?.innerText.trim()",
                                timeout=15_000)
         page.locator(".cascade-rules").first.wait_for(state="hidden", timeout=10_000)
-        # (The old run's file goes with the step that follows the request: wait for it, do not race it.)
-        page.get_by_role("button", name="Download this run").wait_for(state="hidden", timeout=10_000)
 
     # Refused (an empty prompt): the old comparison goes all the same.
     page.get_by_label("Prompt").fill("")
@@ -103,6 +101,9 @@ def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page
     page.wait_for_function("() => /prompt is empty/i.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
     nothing_of_the_comparison()
+    # (The old run's file goes with the step that follows the request: wait for it, do not race it. After a
+    # written answer the button comes back with that answer's own file, so only a refusal can show it gone.)
+    page.get_by_role("button", name="Download this run").wait_for(state="hidden", timeout=10_000)
     # Written: its own answer, and no comparison until one is asked for.
     page.get_by_label("Prompt").fill("The dog ran")
     page.get_by_role("button", name="Generate").click()

@@ -19,7 +19,7 @@ from .helpers import SlowScoring, engine_for, finished, serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-SCORING_PAUSE_S = 1.0
+SCORING_PAUSE_S = 1.5
 
 # Each state of the summary, with when it first showed and what the summary and the answer said then.
 WATCH = """() => {
@@ -62,7 +62,9 @@ def test_the_answer_is_marked_finished_before_the_big_model_scores_it(browser, s
     assert "The big model is reading the answer to score it" in scoring["summary"]
     assert scoring["text"] == page.inner_text(".cascade-text")
     # Then the scoring's figures, with its own time, once the scoring is done.
-    assert final["t"] - scoring["t"] >= SCORING_PAUSE_S * 0.5
+    # (Seen in the browser: the scoring mark shows late by the page's own delay, up to half a second on a
+    # busy machine, so the gap the browser sees is the pause less that.)
+    assert final["t"] - scoring["t"] >= SCORING_PAUSE_S / 3
     summary = page.inner_text(".cascade-summary")
     assert "score it" not in summary and "The big model then scored the finished answer" in summary
     assert "tokens/s (generation, reading the prompt included; the scoring after it apart)" in summary

@@ -48,6 +48,8 @@ def test_four_requests_at_once_write_their_texts_alone_up_to_near_ties_and_faste
     def one(i: int) -> None:
         together[i] = written(slots[i], PROMPTS[i], config)
 
+    scheduler = slots[0].pair.draft.context.scheduler
+    steps, batched = scheduler.steps, scheduler.batched_calls
     started = time.perf_counter()
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(PROMPTS))]
     for t in threads:
@@ -66,6 +68,8 @@ def test_four_requests_at_once_write_their_texts_alone_up_to_near_ties_and_faste
         assert math.log(p1) - math.log(p2) < NEAR_TIE_LOGITS, (position, summary.text, beside.text)
     tokens = sum(s.n_tokens for _, s in alone)
     print(f"\n4 requests: {tokens / alone_s:.1f} tok/s one at a time, {tokens / together_s:.1f} tok/s at once")
-    # Measured 1.45x on an idle machine; anything near 1.0 means the slots were decoded in turn.
-    assert alone_s / together_s > 1.15
+    # Four at a time: nearly every step decoded all four (3.75 calls a step on an idle machine). The speed:
+    # 1.20-1.26x one at a time measured (BENCHMARKS.md, "How many at once?"); on a busy machine only "not slower".
+    assert (scheduler.batched_calls - batched) / (scheduler.steps - steps) > 2.5
+    assert alone_s / together_s > 1.0
 
