@@ -200,3 +200,20 @@ def test_an_error_in_a_step_reaches_every_call_in_it():
     scheduler, context = Scheduler(max_wait_s=0.0), Failing()
     with pytest.raises(RuntimeError, match="code 1"):
         scheduler.run(call(context, 0))
+
+
+def test_the_learned_rule_reading_the_hidden_state_works_in_slots_too(slots, alone):
+    """Hidden states come from batches in embeddings mode, which the scheduler never mixes with others."""
+    from .test_hidden import hidden_router
+
+    router = hidden_router(alone.pair.draft.n_embd)
+    config = GenerationConfig(policy="cascade", rule="learned", threshold=0.5, max_tokens=16, chat=False)
+    engines = [alone, *slots]
+    for engine in engines:
+        engine.router = router
+    try:
+        expected = [text(alone, p, config) for p in PROMPTS]
+        assert side_by_side(slots, PROMPTS, config) == expected
+    finally:
+        for engine in engines:
+            engine.router = None
