@@ -163,7 +163,9 @@ def cluster(toy):
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        flags = {"draft": str(toy.small), "target": str(toy.related), "n_threads": 1, "n_ctx": 512}
+        # One slot a replica (the serving default is four), so that a replica holds one answer and one waiting
+        # for its slot: the killed replica's waiting request is what is retried elsewhere.
+        flags = {"draft": str(toy.small), "target": str(toy.related), "n_threads": 1, "n_ctx": 512, "parallel": 1}
         serve.run(build(flags, ApiSettings(), Scaling(2, 2, replica_cpus=0), service=slow_service(0.02)),
                   name=APP_NAME, route_prefix="/")
         yield f"http://127.0.0.1:{port}"
