@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import llama_cpp
@@ -30,10 +30,9 @@ import numpy as np
 # Every decode of the process runs on this one thread. llama.cpp's CPU threads (OpenMP) are a team per calling
 # thread, and a team goes on spinning for a while after its decode: decodes from changing threads (whichever
 # slot leads a step, or one pair after another) found the cores busy with the last caller's team. Measured on
-# the real pair, four slots' draft steps took 112 ms from changing threads and 68 ms from this one; toy models
-# alternating over six pairs, 1.7 ms a token instead of 0.3.
+# the real pair, four slots' draft steps took 112 ms from changing threads and 60-68 ms from this one; toy
+# models alternating over six pairs, 1.7 ms a token instead of 0.3.
 _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade-decode")
-
 
 
 def on_decoding_thread(work, *args, **kwargs):
@@ -61,7 +60,6 @@ class Call:
     keep: int | None = None  # drop this sequence's cache from this position before reading (a rollback)
     done: bool = False
     error: BaseException | None = None
-    since: float = field(default_factory=time.perf_counter)
     step: int | None = None  # the scheduler's step that decoded it (1 for the first)
 
 
