@@ -23,6 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ["Write a Python function that returns the n-th Fibonacci number.",
              "Explain what a hash table is in two sentences.",
              "Give three tips for writing clear commit messages.",
@@ -42,19 +43,11 @@ def wait_for(url: str, seconds: float, ok=lambda status: status == 200) -> None:
     raise SystemExit(f"{url} did not answer within {seconds:.0f} s")
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_api(args, port: int, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "cascade", "serve", "--draft", args.draft, "--target", args.target,
                "--threads", str(args.threads), "--parallel", str(args.parallel), "--port", str(port)]
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            cwd=Path(__file__).resolve().parents[1])
+                            cwd=ROOT)
 
 
 def start_open_webui(args, api_port: int, port: int, data: Path, log: Path) -> subprocess.Popen:
@@ -115,7 +108,10 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     work = Path(tempfile.mkdtemp(prefix="measure-open-webui-"))
-    api_port, ui_port = free_port(), free_port()
+    sys.path.insert(0, str(ROOT))
+    from cascade.bench.local import free_local_port
+
+    api_port, ui_port = free_local_port(), free_local_port()
     api = start_api(args, api_port, work / "api.log")
     ui = start_open_webui(args, api_port, ui_port, work / "data", work / "open-webui.log")
     try:

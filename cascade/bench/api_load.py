@@ -206,14 +206,19 @@ def first_token_beside(url: str, background_tokens: int = 200, delay_s: float = 
 
         def send_background() -> None:
             sent = time.perf_counter()
-            r = httpx.post(f"{url}/v1/chat/completions", json=background, headers=headers, timeout=600.0)
-            answered.update(wall=time.perf_counter() - sent, tokens=r.json().get("usage", {}).get("completion_tokens", 0))
+            try:
+                r = httpx.post(f"{url}/v1/chat/completions", json=background, headers=headers, timeout=600.0)
+                r.raise_for_status()
+                answered.update(wall=time.perf_counter() - sent,
+                                tokens=r.json().get("usage", {}).get("completion_tokens", 0))
+            except Exception as e:  # noqa: BLE001 - told in the caller's words
+                answered.update(error=f"{type(e).__name__}: {e}")
 
         thread = threading.Thread(target=send_background)
         thread.start()
         time.sleep(delay_s)
         beside = stream_once(http, url, question, time.perf_counter(), headers)
         thread.join()
-    if alone.lost or beside.lost:
-        raise RuntimeError(f"an answer was lost: {alone.lost or beside.lost}")
+    if alone.lost or beside.lost or "error" in answered:
+        raise ValueError(f"an answer from {url} was lost: {alone.lost or beside.lost or answered['error']}")
     return Beside(alone.first_token_s, beside.first_token_s, answered["wall"], answered["tokens"])

@@ -23,6 +23,7 @@ from ..engine.engine import Engine
 from ..engine.events import Summary, TokenEvent
 from ..engine.models import load_pair
 from ..serving.examples import Example
+from ..serving.machine import rss_mb
 
 
 @dataclass(frozen=True)
@@ -148,19 +149,11 @@ def at_once_table(rows: Sequence[AtOnceRow]) -> str:
 
 # ---- memory, in a fresh process per setting ----------------------------------------------------------
 
-def _resident_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _memory_child(models: ModelConfig, slots: int, out) -> None:
-    before = _resident_mb()
+    before = rss_mb()
     engines = Engine(load_pair(replace(models, parallel=slots))).slots()
     answer(engines[0], Example("memory", "Say hello.", True), GenerationConfig(max_tokens=4))
-    out.put(_resident_mb() - before)
+    out.put(rss_mb() - before)
 
 
 def memory_mb(models: ModelConfig, slots: int) -> float:
