@@ -217,3 +217,26 @@ def test_the_learned_rule_reading_the_hidden_state_works_in_slots_too(slots, alo
     finally:
         for engine in engines:
             engine.router = None
+
+
+def test_a_long_read_goes_in_short_steps_only_in_a_context_that_slots_share(slots, alone):
+    from cascade.engine.runner import SHARED_CHUNK
+
+    tokens = alone.encode("The cat sat on the mat. " * 30, chat=False)[:200]
+    assert len(tokens) == 200
+    for engine, calls in ((slots[0], -(-200 // SHARED_CHUNK)), (alone, 1)):
+        runner = engine.pair.draft
+        runner.clear()
+        before = runner.stats.calls
+        runner.advance(tokens, 1)
+        assert runner.stats.calls - before == calls
+        runner.clear()
+
+
+def test_the_seed_loads_its_copies_once_for_all_slots_of_a_pair(slots):
+    from cascade.engine.seed import release_seed_models, seed_models
+
+    try:
+        assert seed_models(slots[0].pair) is seed_models(slots[3].pair)
+    finally:
+        release_seed_models(slots[0].pair)
