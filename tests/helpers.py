@@ -130,17 +130,23 @@ class SlowEngine(WrappedEngine):
 class SlowScoring(WrappedEngine):
     """The engine, with the big model's scoring of a finished answer (after its `Written` event) lasting at
     least `pause_s`, as on the real pair, where it takes seconds: long enough to be seen as a step of its
-    own. `estimate`: what it says the big model alone would take (None: nothing measured yet)."""
+    own. `estimate`: what it says the big model alone would take (None: nothing measured yet). `gate`: the
+    scoring waits for this event instead (a minute at most), so a test says when it ends, whatever the
+    machine's load."""
 
-    def __init__(self, engine, pause_s: float = 1.5, estimate: float | None = None) -> None:
+    def __init__(self, engine, pause_s: float = 1.5, estimate: float | None = None,
+                 gate: threading.Event | None = None) -> None:
         super().__init__(engine)
-        self.pause_s, self.estimate = pause_s, estimate
+        self.pause_s, self.estimate, self.gate = pause_s, estimate, gate
 
     def generate(self, prompt, config, **options):
         for event in self.engine.generate(prompt, config, **options):
             yield event
             if isinstance(event, Written):
-                time.sleep(self.pause_s)
+                if self.gate is not None:
+                    self.gate.wait(timeout=60)
+                else:
+                    time.sleep(self.pause_s)
 
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
         return self.estimate

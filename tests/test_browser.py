@@ -27,7 +27,7 @@ from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.controls import RULE_LABEL  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
-from .helpers import ARTIFACTS, engine_for, finished, opened_link, serve  # noqa: E402
+from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -513,7 +513,7 @@ def test_a_forks_link_replays_the_fork(browser, page_url):
     page.close()
 
 
-def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_context_is_refused_in_words(
+def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(
         browser, page_url):
     page = generated(browser, page_url)
     # Raw mode: no follow-up is offered (it needs the chat template).
@@ -530,8 +530,9 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     page.wait_for_function("() => /the context holds 1024/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
     assert "start a new conversation" in page.inner_text(".cascade-summary")
-    # The page goes on: a new conversation is answered (400 tokens at most, so that a follow-up to it fits
-    # the context; on the same page rather than a new one, which would only load the page once more).
+    # The page goes on: a new conversation is answered, and a follow-up to it (400 tokens at most, so that the
+    # follow-up fits the context; on the same page rather than a new one, which would only load the page once
+    # more).
     page.get_by_role("button", name="New conversation").click()
     page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
     page.get_by_label("Prompt").fill(PROMPT)
@@ -539,11 +540,35 @@ def test_a_follow_up_while_the_answer_streams_with_no_question_or_past_the_conte
     write_at_most(page, 400)
     page.get_by_role("button", name="Generate").click()
     finished(page)
+    page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
+    page.get_by_role("button", name="Ask a follow-up").click()
+    page.locator(".cascade-earlier").wait_for(timeout=60_000)
+    page.close()
 
-    # Asked while the next answer is still being written: refused, and that answer goes on. (700 tokens at
-    # most: long enough to be still writing when the question arrives on a busy machine, short enough that a
-    # follow-up to it still fits the context.)
-    write_at_most(page, 700)
+
+@pytest.fixture(scope="module")
+def slow_page_url(toy):
+    """The page over the toy pair, slowed to 50 tokens a second: an answer is still being written when a
+    visitor's next click arrives, on any machine."""
+    engine = SlowEngine(engine_for(toy.small, toy.related), pause_s=0.02)
+    demo, url = serve(lambda progress: engine)
+    yield url
+    demo.close()
+
+
+def test_a_follow_up_asked_while_the_next_answer_is_written_is_refused_and_that_answer_goes_on(
+        browser, slow_page_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(slow_page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label(MODE_LABELS["chat"]).check()
+    page.get_by_text("More settings").click()
+    write_at_most(page, 40)
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    # A longer answer (at 50 tokens a second, 300 tokens last 6 s or more): the question arrives while it is
+    # written, and is refused; the answer goes on.
+    write_at_most(page, 300)
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=30_000)
