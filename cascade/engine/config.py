@@ -96,6 +96,12 @@ class GenerationConfig:
     # 1, so a threshold under 1 sends every token to the target.
     threshold: float | None = _opt(None, "escalate a draft token the rule finds doubtful beyond this (in the rule's "
                                    "units; default: the rule's own)", type=float, api="cascade")
+    # A share, not a threshold: the engine sets the rule's threshold as it writes so that the big model writes
+    # about this share of the tokens (`routing/budget.py`), the same promise on code as on chat. Unset, the
+    # threshold decides as given.
+    budget: float | None = _opt(None, "the share of tokens the big model should write, 0 to 1 (0.1: one in ten); "
+                                "set, the engine moves the rule's threshold as it writes to deliver it, and "
+                                "threshold is not used", type=float, min=0.0, max=1.0, api="cascade")
     # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
     k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32, api="cascade")
     # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
@@ -213,6 +219,8 @@ def _kind(f: dataclasses.Field) -> type:
 
 def _check_value(f: dataclasses.Field, value: Any) -> None:
     kind = _kind(f)
+    if value is None and f.default is None:
+        return  # an optional setting left unset
     if kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{f.name} must be a number, got {value!r}")

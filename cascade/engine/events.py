@@ -115,6 +115,11 @@ class Summary:
     target_agreement: float | None = None
     scoring_s: float = 0.0
     rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
+    # A token budget's account (`GenerationConfig.budget`, `routing/budget.py`): the share asked, the threshold
+    # it meant (the median of those the positions met, in the rule's units), and what it started from.
+    budget: float | None = None
+    budget_threshold: float | None = None
+    budget_source: str = ""
     routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
     router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
     # The text the answer started with, given in the request and read by both models, never written by

@@ -25,6 +25,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from ..routing.budget import tracker_for
 from ..routing.judge import Judge
 from ..routing.reading import DraftReading, top_tokens
 from ..routing.router import Router
@@ -72,8 +73,10 @@ class Generation:
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)
-        self.judge = Judge(config.deferral, config.threshold, router, config.alternatives, pair.token_class)
-        self.budget = min(config.max_tokens, pair.config.n_ctx - len(self.prompt))
+        budget = (tracker_for(config.deferral, config.budget, pair.draft_path, config.chat)
+                  if config.budget is not None and POLICY_TABLE[config.policy].uses_rule else None)
+        self.judge = Judge(config.deferral, config.threshold, router, config.alternatives, pair.token_class, budget)
+        self.room = min(config.max_tokens, pair.config.n_ctx - len(self.prompt))
         self.out: list[int] = []
         self.pending: list[Proposal] = []
         # The target's view of output positions it scored while writing (`scoring.View`).
@@ -130,7 +133,7 @@ class Generation:
     def start_round(self) -> None:
         if self.tuner is not None:
             lag = len(self.prompt) + len(self.out) - len(self.pair.draft.tokens)
-            self.mode = self.tuner.choose(horizon=self.budget - len(self.out), draft_lag=max(lag, 0))
+            self.mode = self.tuner.choose(horizon=self.room - len(self.out), draft_lag=max(lag, 0))
         self.notify("round_started", self.mode)
 
     def advance(self, model: str, context: list[int], n_rows: int,
@@ -158,7 +161,7 @@ class Generation:
         """Prompt lookup: up to k tokens that followed the text's end where it occurred before become
         pending proposals, to be checked as speculative drafts are. False if it found none."""
         context = self.prompt + self.out
-        room = self.budget - len(self.out)
+        room = self.room - len(self.out)
         tokens = continuation(context, self.config.lookup_ngram, min(MIN_NGRAM, self.config.lookup_ngram),
                               min(self.mode.k, room))
         # Nothing is proposed past an end of generation, as the draft stops drafting there.
@@ -177,7 +180,7 @@ class Generation:
     def time_to_check(self, last: Proposal) -> bool:
         return (len(self.pending) >= self.mode.window(self.config)
                 or self.pair.is_end_of_generation(last.token)
-                or len(self.out) + len(self.pending) >= self.budget)
+                or len(self.out) + len(self.pending) >= self.room)
 
     def target_turn(self, escalated: Proposal | None = None) -> Iterator[Event]:
         """The target reads what it has not seen (pending proposals included) in one batch, keeps the
@@ -229,8 +232,8 @@ class Generation:
             self.stop_reason = "eos"
         elif self.text.stopped:
             self.stop_reason = "stop_string"
-        elif len(self.out) >= self.budget:
-            self.stop_reason = "max_tokens" if self.budget == self.config.max_tokens else "context_full"
+        elif len(self.out) >= self.room:
+            self.stop_reason = "max_tokens" if self.room == self.config.max_tokens else "context_full"
 
     def top(self, row: np.ndarray) -> Alternatives:
         """The target's likeliest tokens at a position it read, if the request asks for them (`alternatives`)."""
@@ -255,12 +258,20 @@ class Generation:
         self.notify("told", event)
         return event
 
+    def budget_figures(self) -> dict:
+        """The Summary's account of a token budget: what was asked, the threshold it meant, from what."""
+        tracker = self.judge.budget
+        if tracker is None:
+            return {}
+        return {"budget": tracker.budget, "budget_threshold": tracker.meant, "budget_source": tracker.source}
+
     def summaries(self) -> Iterator[Event]:
         """The run's Summary, with the target's view of the text (`scoring.score`) if asked for; before that
         pass, the Summary as it stands in a `Written` event, if asked for."""
         summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
         summary = dataclasses.replace(summary, routing_s=self.judge.routing_s, router_s=self.judge.router_s,
                                       rule=self.config.rule if self.mode.policy.escalates else "",
+                                      **self.budget_figures(),
                                       answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given)
         if not self.score:
             yield summary

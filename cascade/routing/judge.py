@@ -2,7 +2,8 @@
 
 One `Judge` per generation. For each token the draft proposes it reads the draft's row (`reading.py`), adds
 the learned router's score where a router is loaded (`router.py`, over the trail of positions before it),
-and says whether the request's rule sends the position to the target at its threshold (`rules.py`). It
+and says whether the request's rule sends the position to the target at its threshold (`rules.py`), or, for
+a request with a token budget, at the threshold its `BudgetTracker` sets for that position (`budget.py`). It
 keeps the time this takes, which the Summary reports as `routing_s` (and `router_s`).
 """
 
@@ -15,6 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .budget import BudgetTracker
 from .reading import DraftReading, read_row
 from .router import Router, Trail
 from .rules import Rule
@@ -22,8 +24,10 @@ from .rules import Rule
 
 class Judge:
     def __init__(self, rule: Rule, threshold: float, router: Router | None = None, alternatives: int = 0,
-                 classify: Callable[[int], Sequence[float]] = lambda _token: ()) -> None:
+                 classify: Callable[[int], Sequence[float]] = lambda _token: (),
+                 budget: BudgetTracker | None = None) -> None:
         self.rule, self.threshold, self.router, self.alternatives = rule, threshold, router, alternatives
+        self.budget = budget  # set: it chooses each position's threshold, and `threshold` is not used
         self.classify = classify  # a token's class flags, as the router reads them (`router.token_class`)
         self.trail = Trail()  # the draft's readings at the output's positions, for the router's history features
         self.routing_s = 0.0  # time spent reading the draft's rows and judging them
@@ -51,7 +55,10 @@ class Judge:
         return reading
 
     def doubtful(self, reading: DraftReading) -> bool:
-        """Whether the rule sends this position to the target at the threshold."""
+        """Whether the rule sends this position to the target: at the threshold, or the budget's (once per
+        position: the budget counts it)."""
+        if self.budget is not None:
+            return self.budget.judge(self.rule.score(reading))
         return self.rule.escalates(self.rule.score(reading), self.threshold)
 
     def written(self, reading: DraftReading | None, draft_ppl: float | None) -> None:
