@@ -149,6 +149,39 @@ def test_settings_in_extra_body_take_effect(client):
     assert {t["writer"] for t in alone.choices[0].model_dump()["cascade"]["tokens"]} == {"target"}
 
 
+def test_a_budget_is_answered_with_the_share_it_delivered_and_the_threshold_it_meant(client):
+    answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24,
+                                            extra_body={"cascade": {"budget": 0.2, "rule": "margin"}})
+    figures = answer.usage.model_dump()["cascade"]
+    assert figures["budget"] == 0.2 and figures["rule"] == "margin" and figures["budget_source"]
+    assert 0 <= figures["budget_threshold"] <= 1  # in the margin rule's units
+    writers = [t["writer"] for t in answer.choices[0].model_dump()["cascade"]["tokens"]]
+    assert figures["target_share"] == pytest.approx(writers.count("target") / len(writers))
+    assert abs(figures["target_share"] - 0.2) <= 0.1, figures  # delivered: near the budget, at this length
+    plain = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=4)
+    assert {k: plain.usage.model_dump()["cascade"][k] for k in ("budget", "budget_threshold", "budget_source")} == \
+        {"budget": None, "budget_threshold": None, "budget_source": None}
+
+
+def test_a_streamed_budgets_figures_come_in_the_usage_chunk(client):
+    stream = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=24, stream=True,
+                                            stream_options={"include_usage": True},
+                                            extra_body={"cascade": {"budget": 0.2}})
+    figures = [c.model_dump() for c in stream][-1]["usage"]["cascade"]
+    assert figures["budget"] == 0.2 and figures["rule"] == "perplexity" and figures["budget_threshold"] >= 1
+
+
+@pytest.mark.parametrize("budget, words", [
+    ("0.2", 'cascade.budget must be a number, got "0.2"'),
+    (False, "cascade.budget must be a number, got false"),
+    (1.5, "cascade.budget must be between 0 and 1, got 1.5"),
+])
+def test_a_bad_budget_is_refused_naming_the_field(server, budget, words):
+    r = post(server, "/v1/chat/completions", json.dumps(body(cascade={"budget": budget})))
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] == "cascade.budget" and words in error["message"], r.text
+
+
 def test_logprobs_are_the_writing_models_own(client, service):
     answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=12, logprobs=True,
                                             top_logprobs=3, extra_body={"cascade": {"threshold": 3}})

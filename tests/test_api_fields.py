@@ -65,6 +65,11 @@ def refusal(read, body) -> protocol.ApiError:
     (chat(cascade={"k": 2.5}), "cascade.k", "cascade.k must be an integer"),
     (chat(cascade={"rule": 1}), "cascade.rule", "cascade.rule must be a string"),
     (chat(cascade={"top_k": True}), "cascade.top_k", "cascade.top_k must be an integer"),
+    (chat(cascade={"budget": "0.2"}), "cascade.budget", 'cascade.budget must be a number, got "0.2"'),
+    (chat(cascade={"budget": True}), "cascade.budget", "cascade.budget must be a number, got true"),
+    (chat(cascade={"budget": 1.5}), "cascade.budget", "cascade.budget must be between 0 and 1, got 1.5"),
+    (chat(cascade={"budget": -0.1}), "cascade.budget", "cascade.budget must be between 0 and 1"),
+    (chat(cascade={"k": 0}), "cascade.k", "cascade.k must be between 1 and 32"),
     (chat(tool_choice="required"), "tool_choice", "tools are not supported"),
     (chat(tool_choice={"type": "function", "function": {"name": "get_weather"}}), "tool_choice",
      "tools are not supported"),
@@ -102,6 +107,13 @@ def test_null_is_not_given_and_a_whole_float_is_an_integer():
     request = protocol.chat_request(chat(max_tokens=None, max_completion_tokens=12.0, temperature=None, stop=None,
                                          n=None, cascade={"threshold": None, "k": 2.0}))
     assert request.config.max_tokens == 12 and request.config.k == 2 and request.config.temperature == 0.0
+
+
+def test_a_budget_is_a_share_or_null():
+    assert protocol.chat_request(chat(cascade={"budget": 0.2})).config.budget == 0.2
+    assert protocol.chat_request(chat(cascade={"budget": 0})).config.budget == 0.0
+    assert protocol.chat_request(chat(cascade={"budget": None})).config.budget is None
+    assert protocol.chat_request(chat()).config.budget is None
 
 
 def test_a_refusal_quotes_a_value_short_and_safe():

@@ -42,6 +42,33 @@ def test_generate_takes_a_rule_and_records_the_drafts_reading(toy):
     assert bad.returncode == 2 and "threshold must be between 0 and 1 for the margin rule" in bad.stderr
 
 
+def test_generate_takes_a_budget_and_says_what_it_delivered(toy):
+    base = ["generate", "--draft", str(toy.small), "--target", str(toy.related), "--rule", "margin", "--budget", "0.2",
+            "--max-tokens", "24", "--threads", "2", "--router", "none", "My name is A"]
+    r = cascade(*base, "--json")
+    assert r.returncode == 0, r.stderr
+    _, summary = json_lines(r.stdout)
+    assert summary["budget"] == 0.2 and summary["budget_source"]
+    assert 0 <= summary["budget_threshold"] <= 1  # the margin rule's units
+    assert abs(summary["target_share"] - 0.2) <= 0.1, summary["target_share"]
+    human = cascade(*base)
+    assert human.returncode == 0, human.stderr
+    assert f"budget 20% of the tokens for the target: it wrote {summary['target_share']:.1%}" in human.stderr
+    assert f"a margin threshold of {summary['budget_threshold']:.4g}" in human.stderr
+
+
+def test_the_budget_flag_comes_from_the_configs_metadata_and_is_unset_unless_given():
+    from cascade.cli import build_parser
+    from cascade.serving.settings import generation_config
+
+    parser = build_parser()
+    assert generation_config(parser.parse_args(["generate", "hi"])).budget is None
+    assert generation_config(parser.parse_args(["generate", "--budget", "0.1", "hi"])).budget == 0.1
+    help_text = " ".join(cascade("generate", "--help").stdout.split())
+    assert "--budget BUDGET the share of tokens the big model should write" in help_text
+    assert "(default unset; 0 to 1)" in help_text
+
+
 def test_terminal_output_paints_the_targets_tokens_red(toy):
     r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.large), "--threshold", "2",
                 "--max-tokens", "20", "--raw", "The cat", env={"FORCE_COLOR": "1"})
@@ -54,6 +81,8 @@ def test_terminal_output_paints_the_targets_tokens_red(toy):
     (["--draft", "/no/such/file.gguf"], "draft model file not found"),
     (["--threshold", "nan"], "threshold must be a finite number"),
     (["--k", "0"], "k must be between"),
+    (["--budget", "1.5"], "budget must be between 0 and 1, got 1.5"),
+    (["--budget", "a tenth"], "argument --budget: invalid float value"),
 ])
 def test_bad_input_gives_a_one_line_error(toy, args, message):
     base = ["generate", "--draft", str(toy.small), "--target", str(toy.related)]

@@ -163,6 +163,22 @@ def test_each_policy_runs_at_its_default_unless_given_thresholds_or_ks():
                                         "bild margin 0.1"]
 
 
+def test_a_budget_is_a_configuration_of_its_own_beside_or_instead_of_thresholds():
+    budgets = configurations(["cascade", "speculative"], ["perplexity", "margin"], budgets=[0.1, 0.2])
+    assert [c.label for c in budgets] == ["target", "cascade perplexity budget 0.1", "cascade perplexity budget 0.2",
+                                          "cascade margin budget 0.1", "cascade margin budget 0.2", "speculative k=4"]
+    margin = budgets[3]
+    assert margin.config.budget == 0.1 and margin.budget == 0.1 and margin.threshold is None
+    assert margin.settings()["budget"] == 0.1 and "threshold" not in margin.settings()  # a budget reads none
+    beside = configurations(["cascade"], ["perplexity", "margin"], ["margin:0.1"], budgets=[0.1])
+    assert [c.label for c in beside] == ["target", "cascade margin 0.1", "cascade perplexity budget 0.1",
+                                         "cascade margin budget 0.1"]
+    # A configuration without a budget keeps its settings (and so the answers cached under them).
+    assert "budget" not in configurations(["cascade"])[1].settings()
+    with pytest.raises(TasksError, match="a budget is a share of the tokens, from 0 to 1"):
+        configurations(["cascade"], budgets=[10])
+
+
 @pytest.mark.parametrize("items, message", [
     (["entropy:1"], "the rule 'entropy' is not among --rules"),
     (["margin:5"], "threshold must be between 0 and 1 for the margin rule"),
@@ -239,6 +255,16 @@ def test_an_interrupted_run_resumes_from_the_cache(tmp_path):
     assert [c.policy for _, c in sweep.asked] == ["cascade"] * 3
 
 
+def test_a_budget_reaches_the_engine_and_its_answers_are_cached_apart(tmp_path):
+    cache, setup, first = AnswerCache(tmp_path), Setup("d", "t"), ScriptedEngine()
+    run_tasks([ADD], configurations(["cascade"]), QWEN, lambda: first, setup, cache)
+    engine = ScriptedEngine()
+    _, budget = run_tasks([ADD], configurations(["cascade"], budgets=[0.1]), QWEN, lambda: engine, setup, cache)
+    assert [c.budget for _, c in engine.asked] == [0.1]  # the target's answer from the cache, not the threshold's
+    row = budget.to_dict()
+    assert row["budget"] == 0.1 and row["threshold"] is None and row["label"] == "cascade perplexity budget 0.1"
+
+
 def test_the_command_end_to_end_on_toy_models(toy, tmp_path):
     path = tmp_path / "tasks.jsonl"
     write_tasks(path, [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1"}])
@@ -252,7 +278,7 @@ def test_the_command_end_to_end_on_toy_models(toy, tmp_path):
     rows = report["results"]
     assert [row["label"] for row in rows] == ["target", "draft", "cascade perplexity 5"]
     for row in rows:
-        assert {"policy", "rule", "threshold", "k", "n_tasks", "passed", "pass_at_1", "target_share",
+        assert {"policy", "rule", "threshold", "budget", "k", "n_tasks", "passed", "pass_at_1", "target_share",
                 "tokens_per_s", "vs_target", "failures"} <= set(row) and row["n_tasks"] == 2
         assert set(row["failures"]) == {"wrong_answer", "exception", "timeout", "no_code"}
     assert rows[0]["vs_target"] == 1.0 and rows[0]["target_share"] == 1.0 and report["loaded_models"]

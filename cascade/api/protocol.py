@@ -115,12 +115,17 @@ def _parse(values: dict[str, Any]) -> GenerationConfig:
     try:
         return GenerationConfig.parse(values)
     except ValueError as e:
-        raise ApiError(400, str(e), _param(str(e))) from None
+        message, param = _where(str(e))
+        raise ApiError(400, message, param) from None
 
 
-def _param(message: str) -> str | None:
+def _where(message: str) -> tuple[str, str | None]:
+    """The validator's message and the field it names, as the request gives it: a setting of the `cascade`
+    object by its path there (`cascade.budget must be between 0 and 1, got 2`), as a type error names it."""
     first = message.split(" ", 1)[0]
-    return first if first in GenerationConfig.__dataclass_fields__ else None
+    if first in EXTENSION_SETTINGS:
+        return f"cascade.{message}", f"cascade.{first}"
+    return message, first if first in GenerationConfig.__dataclass_fields__ else None
 
 
 def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int]:
@@ -228,7 +233,15 @@ def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]
                         "n_escalated": summary.n_escalated, "n_rejected": summary.n_rejected,
                         "n_rolled_back": summary.n_rolled_back, "tokens_per_s": summary.tokens_per_s,
                         "vs_target": vs_target, "wall_s": summary.wall_s, "draft_n": proposed,
-                        "draft_n_accepted": accepted, "stop_reason": summary.stop_reason}}
+                        "draft_n_accepted": accepted, "stop_reason": summary.stop_reason,
+                        **budget(summary)}}
+
+
+def budget(summary: Summary) -> dict[str, Any]:
+    """A token budget's account in `usage.cascade` (null without one): the share asked (`target_share` is the
+    share delivered), the threshold it meant in the rule's units, and the calibration it started from."""
+    return {"budget": summary.budget, "budget_threshold": summary.budget_threshold,
+            "budget_source": summary.budget_source or None}
 
 
 def timings(summary: Summary) -> dict[str, Any]:

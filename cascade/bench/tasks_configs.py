@@ -1,5 +1,5 @@
-"""What the tasks are run with: each configuration (a policy, with the rule, threshold or k it reads), as
-`python -m cascade tasks` builds them from --policies, --rules, --thresholds and --k.
+"""What the tasks are run with: each configuration (a policy, with the rule, threshold, budget or k it reads),
+as `python -m cascade tasks` builds them from --policies, --rules, --thresholds, --budgets and --ks.
 
 A configuration is known by the settings that decide its answers, and only those: the target alone is one
 configuration whatever threshold was asked, so its answers are written (and cached) once.
@@ -18,7 +18,8 @@ from .tasks import TasksError
 
 @dataclass(frozen=True)
 class Configuration:
-    """One way of writing the answers: a policy with the settings it reads (its rule, threshold, k)."""
+    """One way of writing the answers: a policy with the settings it reads (its rule, and its threshold or a
+    budget, which sets the threshold as it writes; its k)."""
 
     config: GenerationConfig
 
@@ -35,8 +36,13 @@ class Configuration:
         return self.config.rule if "threshold" in self.reads else None
 
     @property
+    def budget(self) -> float | None:
+        return self.config.budget if "threshold" in self.reads else None
+
+    @property
     def threshold(self) -> float | None:
-        return self.config.threshold if "threshold" in self.reads else None
+        """The threshold given; None under a budget, which chooses its own as it writes."""
+        return self.config.threshold if "threshold" in self.reads and self.budget is None else None
 
     @property
     def k(self) -> int | None:
@@ -45,7 +51,9 @@ class Configuration:
     @property
     def label(self) -> str:
         parts = [self.policy]
-        if self.rule is not None:
+        if self.budget is not None:
+            parts.append(f"{self.rule} budget {self.budget:g}")
+        elif self.rule is not None:
             parts.append(f"{self.rule} {self.threshold:g}")
         if self.k is not None:
             parts.append(f"k={self.k}")
@@ -57,6 +65,8 @@ class Configuration:
         names = ["policy", "max_tokens", "temperature", "top_p", "top_k", "seed", *self.reads]
         if "threshold" in self.reads:
             names.append("rule")
+        if self.budget is not None:  # the threshold is not read; without a budget, no key (the cache's keys stay)
+            names = [name for name in names if name != "threshold"] + ["budget"]
         return {name: getattr(self.config, name) for name in sorted(set(names))}
 
 
@@ -93,10 +103,19 @@ def parse_thresholds(items: Sequence[str], rules: Sequence[str]) -> dict[str, li
     return by_rule
 
 
+def parse_budgets(budgets: Sequence[float]) -> list[float]:
+    """--budgets: shares of the tokens for the big model, each from 0 to 1."""
+    for budget in budgets:
+        if not 0.0 <= budget <= 1.0:
+            raise TasksError(f"--budgets {budget:g}: a budget is a share of the tokens, from 0 to 1 (0.1: a tenth)")
+    return list(budgets)
+
+
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
-                   ks: Sequence[int] = (), max_tokens: int = 512) -> list[Configuration]:
-    """Every configuration asked for: each policy with each rule and threshold it reads, or each k; a
-    policy given none runs at its defaults. The target alone comes first (every speed is divided by its)."""
+                   ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = ()) -> list[Configuration]:
+    """Every configuration asked for: each policy with each rule and each threshold or budget it reads (a
+    rule given neither: its default threshold), or each k; a policy given none runs at its defaults. The
+    target alone comes first (every speed is divided by its)."""
     for policy in policies:
         if policy not in POLICY_TABLE:
             raise TasksError(f"unknown policy {policy!r}; choose among {', '.join(POLICY_TABLE)}")
@@ -104,13 +123,16 @@ def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity"
         if rule not in RULE_TABLE:
             raise TasksError(f"unknown rule {rule!r}; choose among {', '.join(RULE_TABLE)}")
     by_rule = parse_thresholds(thresholds, rules)
+    budgets = parse_budgets(budgets)
     out: list[Configuration] = []
     base = GenerationConfig(max_tokens=max_tokens)
     for policy in ["target"] + [p for p in policies if p != "target"]:
         reads = POLICY_TABLE[policy].settings
         variants: list[dict[str, Any]] = [{}]
         if "threshold" in reads:
-            variants = [{"rule": r, "threshold": t} for r in rules for t in (by_rule[r] or [None])]
+            default = [] if budgets else [None]  # a rule given no threshold and no budget: its own threshold
+            variants = [{"rule": r, "threshold": t} for r in rules for t in by_rule[r] or default]
+            variants += [{"rule": r, "threshold": None, "budget": b} for r in rules for b in budgets]
         if "k" in reads and ks:
             variants = [{**v, "k": k} for v in variants for k in ks]
         for v in variants:

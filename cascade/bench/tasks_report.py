@@ -37,10 +37,13 @@ def markdown(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _series(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Configurations grouped into the curves the charts draw: one per policy and rule."""
+    """Configurations grouped into the curves the charts draw: one per policy and rule, a rule's budgets apart
+    from its thresholds."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in results:
         name = r["policy"] if r["rule"] is None else f"{r['policy']}, {r['rule']}"
+        if r.get("budget") is not None:  # reports written before budgets have no such key
+            name += ", budgets"
         groups[name].append(r)
     return groups
 

@@ -113,8 +113,8 @@ class ConfigResult:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.configuration
-        return {"label": c.label, "policy": c.policy, "rule": c.rule, "threshold": c.threshold, "k": c.k,
-                "n_tasks": self.n_tasks, "passed": self.passed, "pass_at_1": self.pass_at_1,
+        return {"label": c.label, "policy": c.policy, "rule": c.rule, "threshold": c.threshold, "budget": c.budget,
+                "k": c.k, "n_tasks": self.n_tasks, "passed": self.passed, "pass_at_1": self.pass_at_1,
                 "target_share": self.target_share, "tokens_per_s": self.tokens_per_s, "vs_target": self.vs_target,
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
                 "mean_tokens": self.mean_tokens, "n_tokens": self.n_tokens, "wall_s": self.wall_s,

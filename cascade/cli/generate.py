@@ -74,7 +74,18 @@ def describe(summary: Summary) -> str:
     return (f"{summary.n_tokens} tokens{given}, {summary.n_target_tokens} by the target "
             f"({summary.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.wall_s:.2f} s "
             f"(draft {summary.draft.seconds:.2f} s, target {summary.target.seconds:.2f} s); "
-            f"stopped: {summary.stop_reason}")
+            f"stopped: {summary.stop_reason}{describe_budget(summary)}")
+
+
+def describe_budget(summary: Summary) -> str:
+    """A token budget's account, as a sentence of its own (empty without one): the share asked, the share
+    delivered, and the threshold it meant."""
+    if summary.budget is None:
+        return ""
+    meant = ("no threshold (no position was judged)" if summary.budget_threshold is None
+             else f"a {summary.rule} threshold of {summary.budget_threshold:.4g} (the median its positions met)")
+    return (f"\nbudget {100 * summary.budget:g}% of the tokens for the target: it wrote {summary.target_share:.1%}, "
+            f"at {meant}; where it started: {summary.budget_source}")
 
 
 def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,

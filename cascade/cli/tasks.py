@@ -40,6 +40,10 @@ def add_arguments(tasks: argparse.ArgumentParser) -> None:
     tasks.add_argument("--thresholds", nargs="+", default=[], metavar="T",
                        help="thresholds for every rule (5 2.5), or one rule's (margin:0.04,0.1); default: each "
                             "rule's own")
+    tasks.add_argument("--budgets", type=float, nargs="+", default=[], metavar="B",
+                       help="token budgets for the policies with a rule, each of --rules at each (0.05 0.1: the "
+                            "share of the tokens the big model should write; the threshold moves as it writes), "
+                            "beside its --thresholds; a rule given no thresholds then runs at its budgets only")
     tasks.add_argument("--ks", type=int, nargs="+", default=[], metavar="K", help="k for speculative and lookup "
                                                                                     "(default: the config's)")
     tasks.add_argument("--shares", type=float, nargs="+", default=[], metavar="S",
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")
     chosen = T.subset(T.load_tasks(args.tasks), args.limit, args.every)
-    configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens)
+    configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens, args.budgets)
     if any(not 0 < share < 1 for share in args.shares):
         raise ValueError("--shares must be between 0 and 1 (0.1: a tenth of the tokens)")
     report = run_and_report(model_config(model_flags(args)), chosen, configs, T.STYLES[args.prompt_style],

@@ -86,8 +86,10 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
         if isinstance(f.default, str):
             parser.add_argument(flag, dest=f.name, default=f.default, metavar="TEXT", help=meta["help"])
             continue
-        parser.add_argument(flag, dest=f.name, type=type(f.default), default=f.default,
-                            help=f"{meta['help']} (default {f.default:g}; {meta['min']:g} to {meta['max']:g})")
+        kind = meta.get("type", type(f.default))
+        shown = "unset" if f.default is None else f"{f.default:g}"  # an optional setting (budget)
+        parser.add_argument(flag, dest=f.name, type=kind, default=f.default,
+                            help=f"{meta['help']} (default {shown}; {meta['min']:g} to {meta['max']:g})")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--chat", dest="chat", action="store_true", default=default.chat,
                       help="wrap the prompt in the model's chat template (default)")
