@@ -75,21 +75,26 @@ def json_lines(stdout: str) -> tuple[list[dict], dict]:
 # ---- the page --------------------------------------------------------------------------------------
 
 # The page's defaults for a request, as a visitor who changes nothing but these would send them (the page
-# starts at the margin rule, `PAGE_START`; the library and the API at perplexity 5).
+# starts with the big model writing 10% of the tokens by the margin rule, `PAGE_START`; the library and the
+# API at perplexity 5 with no budget).
 PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
-                                  "rule": "margin", "threshold": 0.1, "k": 4, "rollback_threshold": 20.0, "bild_window": 32,
+                                  "rule": "margin", "threshold": 0.1, "budget": 0.1, "k": 4, "rollback_threshold": 20.0,
+                                  "bild_window": 32,
                                   "lookup_ngram": 3, "max_tokens": 32, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
                                   "seed": 0, "system": "", "answer_prefix": "", "history": ""}
 
 
 def page_inputs(**changes: Any) -> tuple:
     """The /generate endpoint's inputs in its order: the page's defaults with `changes`. A threshold changed
-    without a rule is a perplexity, as the page reads a link that names a threshold and no rule (one made
-    before the page started at the margin rule, `link.LINK_RULE_BEFORE`)."""
+    without a rule is a perplexity, and without a budget decides alone (no budget), as the page reads a link
+    that names a threshold and neither (one made before the page started at the margin rule with a budget,
+    `link.LINK_RULE_BEFORE`)."""
     unknown = set(changes) - set(GENERATE_INPUTS)
     assert not unknown, f"not an input of the page: {unknown}"
     if "threshold" in changes and "rule" not in changes:
         changes = {"rule": LINK_RULE_BEFORE, **changes}
+    if "threshold" in changes and "budget" not in changes:
+        changes = {"budget": None, **changes}
     values = {**PAGE_DEFAULTS, **changes}
     return tuple(values[name] for name in GENERATE_INPUTS)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cascade.engine.analysis import Routing, slots
+from cascade.engine.analysis import Decision, Routing, asked_decision, slots
+from cascade.routing.budget import replay
 
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev
 
@@ -61,3 +62,43 @@ def test_an_empty_run_has_no_positions_and_no_what_if():
     routing = Routing([])
     assert routing.slots == [] and not routing.has_whatif and routing.whatif_counts(5.0) == (0, 0, 0)
     assert Routing([ev(0, " q", status="rolled_back", draft_ppl=1.5)]).slots == []  # nothing accepted yet
+
+
+# ---- a share of the tokens (a budget) decides -------------------------------------------------------
+
+@pytest.mark.parametrize("threshold, rule, budget, asked", [
+    (None, None, None, None),  # nothing asked: the run as it happened
+    (5.0, "perplexity", None, None),  # the run's own threshold
+    (2.5, None, None, Decision("perplexity", 2.5)),
+    (None, None, 0.2, Decision("perplexity", 5.0, 0.2)),  # a share: its threshold is not read
+    (None, "margin", None, Decision("margin", 5.0)),  # another rule alone: the run's way, by that rule
+])
+def test_a_what_if_is_asked_by_a_share_else_a_threshold_else_another_rule(threshold, rule, budget, asked):
+    assert asked_decision(Decision("perplexity", 5.0), threshold, rule, budget) == asked
+
+
+def test_a_run_a_share_decided_is_shown_again_at_that_share_whatever_the_threshold():
+    run = Decision("perplexity", 5.0, 0.2)
+    assert asked_decision(run, 3.0, "perplexity", 0.2) is None  # a share's run never read its threshold
+    assert asked_decision(run, 5.0, "perplexity", None) == Decision("perplexity", 5.0)  # a threshold now decides
+    assert asked_decision(run, 5.0, "perplexity", 0.3) == Decision("perplexity", 5.0, 0.3)
+
+
+def test_a_share_is_replayed_over_the_recorded_positions_as_the_engine_would_have():
+    routing = Routing(CASCADE)  # perplexities 1.2, 2.0, 7.0, 3.0, 1.1
+    scores = [s.score("perplexity") for s in routing.slots]
+    for budget in (0.0, 0.2, 0.4, 1.0):
+        whatif = routing.whatif(Decision("perplexity", 5.0, budget))
+        assert list(whatif.verdicts) == replay("perplexity", budget, scores)
+        assert len(whatif.thresholds) == 5 and whatif.counts[1:] == (5, 5)
+    assert routing.whatif(Decision("perplexity", 5.0, 0.0)).counts[0] == 0
+    assert routing.whatif(Decision("perplexity", 5.0, 1.0)).counts[0] == 5
+    # By a threshold: one threshold for all, as `would_escalate` says.
+    fixed = routing.whatif(Decision("perplexity", 1.5))
+    assert list(fixed.verdicts) == [s.would_escalate(1.5) for s in routing.slots] and fixed.thresholds == (1.5,) * 5
+    assert Routing(TARGET_ONLY).whatif(Decision("perplexity", 5.0, 0.5)) is None  # nothing to re-read
+
+
+def test_a_position_the_draft_never_proposed_for_is_passed_over_by_a_share():
+    whatif = Routing(SPECULATIVE).whatif(Decision("perplexity", 5.0, 0.5))
+    assert whatif.verdicts[-1] is None and whatif.counts[1:] == (4, 5)

@@ -160,8 +160,13 @@ def asked(prompt: str = PROMPT, **settings) -> Run:
 @pytest.mark.parametrize("before, run, words", [
     (None, asked(), f"“{PROMPT}”"),
     (asked(), asked(), "the same request again"),
-    (asked(), asked(threshold=0.2), "margin 0.2"),
-    (asked(), asked(rule="perplexity", threshold=5.0), "perplexity 5"),
+    (asked(), asked(budget=0.2), "margin, 20% share"),  # the page's start: a share
+    (asked(), asked(rule="perplexity"), "perplexity, 10% share"),
+    (asked(), asked(budget=None, threshold=0.2), "margin 0.2"),  # "Set a threshold instead"
+    (asked(), asked(budget=None, threshold=0.1), "margin 0.1"),
+    (asked(budget=None), asked(budget=None, rule="perplexity", threshold=5.0), "perplexity 5"),
+    (asked(budget=None), asked(budget=None, threshold=0.1), "the same request again"),
+    (asked(), asked(threshold=0.2), "the same request again"),  # a share's run never reads its threshold
     (asked(), asked(policy="speculative", k=2), "speculative, k 2"),
     (asked(), asked(policy="target", threshold=0.3), "target"),  # the big model alone reads no rule
     (asked(), asked("Write a haiku", max_tokens=64), "“Write a haiku”, most tokens 64"),
@@ -174,10 +179,10 @@ def test_a_branch_is_labelled_by_what_it_asked_differently_from_the_one_before(b
 
 
 def test_the_list_labels_each_branch_by_its_change_a_fork_by_its_token_a_follow_up_by_its_question():
-    first, other = asked(), asked(threshold=0.2)
+    first, other = asked(), asked(budget=None, threshold=0.2)
     branches = record_branch(first, [], None)[0]
     branches = record_branch(other, branches, None)[0]
-    forked = asked(threshold=0.2, answer_prefix="The cat lay")
+    forked = asked(budget=None, threshold=0.2, answer_prefix="The cat lay")
     branches = record_branch(forked, branches, Fork(2, 3, " sat", " lay"))[0]
     followup = Run("And then?", first.config.replace(history=(("user", PROMPT), ("assistant", "x"))), running=False,
                    earlier=(Turn(PROMPT, "x", run=other),))
@@ -193,7 +198,7 @@ def shown_controls(run: Run, **moved) -> dict:
     """The controls as a visitor left them after `run`: its request, with the controls in `moved` changed."""
     config = run.config
     shown = {**page_defaults(), "prompt": run.prompt, "mode": "chat" if config.chat else "raw",
-             **{name: getattr(config, name) for name in ("policy", "rule", "threshold", "k", "max_tokens",
+             **{name: getattr(config, name) for name in ("policy", "rule", "threshold", "budget", "k", "max_tokens",
                                                           "temperature", "seed")}}
     return {**shown, **moved}
 
@@ -231,3 +236,17 @@ def test_the_fork_handler_sets_back_the_controls_that_moved_and_says_so(engine, 
     assert updates["answer_prefix"]["value"].endswith(" dog") and fork == Fork(1, at.position, at.text, " dog")
     assert updates["k"] == gr.skip()  # unmoved controls are left alone (no what-if redrawn for them)
     assert len(said) == 1 and "the perplexity rule at 5, not the margin rule at 0.3" in said[0]
+
+
+def test_a_fork_writes_with_its_runs_share_or_threshold_and_names_the_one_the_controls_showed(engine):
+    run = finished(engine, rule="margin", budget=0.2)
+    at = [e for e in run.events if e.accepted][4]
+    values, _, note = fork_request(run, 1, at.position, " dog", shown_controls(run, budget=0.5, threshold=0.3))
+    assert values["budget"] == 0.2
+    assert "a 20% share for the big model, not the 50% the slider shows" in note
+    assert "threshold" not in note  # a share's run never read its threshold
+    _, _, note = fork_request(run, 1, at.position, " dog", shown_controls(run, budget=None))
+    assert "a 20% share for the big model, not a threshold" in note
+    by_threshold = finished(engine, rule="perplexity", threshold=5.0)
+    values, _, note = fork_request(by_threshold, 1, at.position, " dog", shown_controls(by_threshold, budget=0.1))
+    assert values["budget"] is None and "a threshold of 5, not the share of 10% the slider shows" in note

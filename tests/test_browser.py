@@ -1,7 +1,8 @@
 """The page in a real browser: headless Chromium (Debian's package) driven by Playwright, on the toy models.
 
 It types a prompt, generates, and checks what a visitor sees: red tokens, a chart with one point per
-token and a threshold line, and a what-if re-colouring when the threshold moves; and that the controls
+token and the threshold the share moved, and a what-if re-colouring when the share moves, or the threshold
+chosen instead; that the share reaches the request and a link keeps it; and that the controls
 under "More settings" start at the config's defaults and reach the request; that choosing a rule gives
 the slider that rule's units and re-colours a run; and that after Compare the accordion "Which rule
 decides best?" draws one curve per rule and the run. It leaves screenshots in artifacts/ (page.png,
@@ -24,7 +25,7 @@ from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
-from cascade.ui.controls import RULE_LABEL  # noqa: E402
+from cascade.ui.controls import BY_THRESHOLD_LABEL, RULE_LABEL, SHARE_LABEL  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
 from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve  # noqa: E402
@@ -32,8 +33,10 @@ from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, s
 pytestmark = pytest.mark.browser
 
 PROMPT = "The cat sat on the mat"
-# With the toy pair `small` drafting for `related`, the page's start (the margin rule at 0.1) sends a good
-# part of the tokens (not all) to the target, so both colours show; at a what-if margin of 0.03, fewer would go.
+# The page starts with the big model writing 10% of the tokens (by the margin rule): both colours show. A what-if
+# at 40% sends more to the big model; ticked to a threshold, the margin at 0.1 sends a good part of the toy pair's
+# tokens (`small` drafting for `related`), and at a what-if margin of 0.03 fewer would go.
+RUN_SHARE, WHATIF_SHARE = round(100 * PAGE_START.budget), 40
 RUN_THRESHOLD, WHATIF_THRESHOLD = PAGE_START.threshold, 0.03
 THRESHOLD_LABEL = slider_props(PAGE_START.rule)["label"]
 
@@ -50,46 +53,121 @@ def chart(page) -> list[dict]:
     return page.evaluate(CHART_TRACES)
 
 
+def share_input(page):
+    return page.get_by_label(f"number input for {SHARE_LABEL}")
+
+
+def set_number(field, value) -> None:
+    field.fill(str(value))
+    field.press("Enter")
+
+
+def decide_by_threshold(page, ticked: bool = True):
+    """Ticks (or unticks) "Set a threshold instead"; with it ticked, the threshold's number field, once shown."""
+    tick = page.get_by_label(BY_THRESHOLD_LABEL)
+    tick.set_checked(ticked)
+    if not ticked:
+        share_input(page).wait_for(timeout=10_000)
+        return None
+    threshold = page.locator(".cascade-threshold input[type=number]")
+    threshold.wait_for(timeout=10_000)
+    return threshold
+
+
 def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page_url):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(page_url)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_label("Raw: the model continues the text").check()
-    assert float(page.get_by_label(f"number input for {THRESHOLD_LABEL}").input_value()) == RUN_THRESHOLD
+    # The main control is the share; the threshold is one tick away.
+    assert float(share_input(page).input_value()) == RUN_SHARE
+    assert not page.get_by_label(BY_THRESHOLD_LABEL).is_checked()
+    assert page.locator(".cascade-threshold input[type=number]").count() == 0
     page.get_by_role("button", name="Generate").click()
     page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=90_000)
 
-    # Red tokens (the big model's) and plain ones (the small model's), each with a hover text.
+    # Red tokens (the big model's) and plain ones (the small model's), each with a hover text; the summary
+    # says the share asked and the threshold it meant.
     summary = page.inner_text(".cascade-summary")
     by_target, n_tokens = map(int, re.search(r"(\d+) of (\d+) tokens", summary).groups())
     assert 0 < by_target < n_tokens
+    assert f"you asked for {RUN_SHARE}%" in summary and f"For this answer, {RUN_SHARE}% meant a threshold of" in summary
     red, plain = page.evaluate(COUNT, ".cascade-text .tok.red"), page.evaluate(COUNT, ".cascade-text .tok.draft")
     assert red > 0 and plain > 0
     assert "written by the big model" in page.get_attribute(".cascade-text .tok.red", "title")
 
-    # The chart: one point per token, and the threshold as a line.
+    # The chart: one point per token, and the threshold the share moved, position by position.
     traces = chart(page)
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
     (line,) = [t for t in traces if t["meta"] == "threshold"]
-    assert line["y"] == [RUN_THRESHOLD, RUN_THRESHOLD]
+    assert line["n"] == n_tokens and f"moved for a {RUN_SHARE}% share" in line["name"]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
 
-    # Moving the threshold re-colours the recorded tokens as a what-if, without generating again.
-    threshold = page.get_by_label(f"number input for {THRESHOLD_LABEL}")
-    threshold.fill(str(WHATIF_THRESHOLD))
-    threshold.press("Enter")
+    # Moving the share re-colours the recorded tokens as a what-if, without generating again.
+    set_number(share_input(page), WHATIF_SHARE)
     page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
-    assert "What-if" in page.inner_text(".whatif-banner")
-    assert page.evaluate(COUNT, ".cascade-text .tok.red") < red  # a lower margin: fewer would go to the big model
+    assert f"With the big model writing {WHATIF_SHARE}% of the tokens (this run asked for {RUN_SHARE}%)" in \
+        page.inner_text(".whatif-banner")
+    at_share = page.evaluate(COUNT, ".cascade-text .tok.red")
+    assert at_share > red  # a larger share: more would go to the big model
     assert page.inner_text(".cascade-summary") == summary  # nothing was regenerated
     page.wait_for_function(f"() => (({CHART_TRACES})() || []).some(t => t.name.startsWith('what-if'))", timeout=15_000)
+    assert sorted(t["n"] for t in chart(page) if t["meta"] == "threshold") == [n_tokens, n_tokens]
+
+    # The threshold instead: a what-if at the threshold, moved by its slider as before.
+    threshold = decide_by_threshold(page)
+    assert float(threshold.input_value()) == RUN_THRESHOLD
+    page.wait_for_function("(t) => (document.querySelector('.whatif-banner')?.innerText || '').includes(t)",
+                           arg=f"At threshold {fmt_threshold(RUN_THRESHOLD)} (this run asked for {RUN_SHARE}%)",
+                           timeout=15_000)
+    at_run_threshold = page.evaluate(COUNT, ".cascade-text .tok.red")
+    set_number(threshold, WHATIF_THRESHOLD)
+    page.wait_for_function("(t) => (document.querySelector('.whatif-banner')?.innerText || '').includes(t)",
+                           arg=f"At threshold {fmt_threshold(WHATIF_THRESHOLD)}", timeout=15_000)
+    assert page.evaluate(COUNT, ".cascade-text .tok.red") < at_run_threshold  # a lower margin: fewer would go
     traces = chart(page)
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
-    assert sorted(t["y"][0] for t in traces if t["meta"] == "threshold") == [WHATIF_THRESHOLD, RUN_THRESHOLD]
+    lines = {t["n"]: t for t in traces if t["meta"] == "threshold"}  # the what-if's, flat; the run's, as it moved
+    assert lines[2]["y"] == [WHATIF_THRESHOLD] * 2 and n_tokens in lines
     page.screenshot(path=str(ARTIFACTS / "page-whatif.png"), full_page=True)
     page.close()
+
+
+def test_the_share_reaches_the_request_and_a_copied_link_keeps_it_or_the_threshold(browser, page_url):
+    from urllib.parse import parse_qs, urlsplit
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(page_url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label("Raw: the model continues the text").check()
+    set_number(share_input(page), 25)
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    assert "you asked for 25%" in page.inner_text(".cascade-summary")
+    text = page.inner_text(".cascade-text")
+    link = copied_link(page)
+    assert parse_qs(urlsplit(link).query)["budget"] == ["0.25"]
+
+    # Opened (and run): the same share, the same text; the threshold still one tick away.
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(link + "&run=1")
+    finished(again)
+    assert float(share_input(again).input_value()) == 25 and not again.get_by_label(BY_THRESHOLD_LABEL).is_checked()
+    assert "you asked for 25%" in again.inner_text(".cascade-summary") and again.inner_text(".cascade-text") == text
+    # Ticked to the threshold, the link names no share; opened, the threshold decides.
+    set_number(decide_by_threshold(again), 0.2)
+    by_threshold = copied_link(again)
+    query = parse_qs(urlsplit(by_threshold).query)
+    assert "budget" not in query and query["threshold"] == ["0.2"] and query["rule"] == ["margin"]
+    third = opened_link(browser, page_url, urlsplit(by_threshold).query)
+    assert third.get_by_label(BY_THRESHOLD_LABEL).is_checked()
+    third.locator(".cascade-threshold input[type=number]").wait_for(timeout=10_000)
+    assert float(third.locator(".cascade-threshold input[type=number]").input_value()) == 0.2
+    assert not share_input(third).is_visible()
+    for opened in (third, again, page):
+        opened.close()
 
 
 # The controls under "More settings", by label, and the GenerationConfig field each sets.
@@ -141,10 +219,16 @@ LINKED = {"prompt": "My name is Sam and I", "mode": "raw", "policy": "bild", "th
 
 
 def shown_settings(page) -> dict[str, str]:
+    """The controls' values: the threshold's where it decides ("Set a threshold instead" ticked), else the
+    share's."""
     page.get_by_text("More settings").click()
+    by_threshold = page.get_by_label(BY_THRESHOLD_LABEL).is_checked()
+    deciding = page.locator(".cascade-threshold input[type=number]") if by_threshold else share_input(page)
+    deciding.wait_for(timeout=10_000)
     return {"prompt": page.get_by_label("Prompt").input_value(),
             "raw": str(page.get_by_label("Raw: the model continues the text").is_checked()),
-            "threshold": page.locator(".cascade-threshold input[type=number]").input_value(),
+            "by_threshold": str(by_threshold),
+            "threshold" if by_threshold else "share": deciding.input_value(),
             "k": page.get_by_label("number input for k: tokens the small model drafts per check (speculative)")
             .input_value(),
             "rollback_threshold": page.get_by_label("number input for Rollback threshold (bild)").input_value(),
@@ -160,6 +244,7 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     page = opened_link(browser, page_url, urlencode(LINKED))
     shown = shown_settings(page)
     assert shown["prompt"] == LINKED["prompt"] and shown["raw"] == "True"
+    assert shown["by_threshold"] == "True"  # a threshold and no share: the threshold decides, as it did then
     for name in ("threshold", "k", "rollback_threshold", "max_tokens", "temperature", "seed"):
         assert float(shown[name]) == float(LINKED[name]), name
     assert "bild" in page.inner_text(".cascade-text-box, body")  # the dropdown shows the linked policy
@@ -177,7 +262,7 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     query = {k: v[0] for k, v in parse_qs(urlsplit(link).query).items()}
     assert query["prompt"] == LINKED["prompt"] and query["policy"] == "bild" and query["mode"] == "raw"
     assert float(query["threshold"]) == 3.5 and int(query["k"]) == 2 and int(query["seed"]) == 42
-    assert query["rule"] == "perplexity"  # a copied link names its rule
+    assert query["rule"] == "perplexity" and "budget" not in query  # a copied link names its rule; no share here
 
     again = browser.new_page(viewport={"width": 1400, "height": 1000})
     again.goto(link + "&run=1")  # and start it at once: the same request writes the same text
@@ -203,7 +288,7 @@ def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults(browser, pag
     assert "k must be between 1 and 32, got 0" in message and "temperature must be a number" in message
     assert "'seed' is not offered" in message and "'model' is not a setting" in message
     shown = shown_settings(page)
-    assert shown["prompt"] == "Hello"
+    assert shown["prompt"] == "Hello" and float(shown["share"]) == RUN_SHARE  # the page's start: a share
     assert float(shown["k"]) == limits(GenerationConfig, "k")["default"]
     assert float(shown["temperature"]) == limits(GenerationConfig, "temperature")["default"]
     page.close()
@@ -216,7 +301,8 @@ RULES_TRACES = """() => {
   return plot && plot.data ? plot.data.map(t => ({name: t.name, meta: t.meta, x: Array.from(t.x), y: Array.from(t.y)}))
                            : null;
 }"""
-SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "rule": "perplexity", "max_tokens": "16", "run": "1"}
+# (A threshold named, so the threshold decides: the rule's slider is the one shown.)
+SHORT_RUN = {"prompt": PROMPT, "mode": "raw", "rule": "perplexity", "threshold": "5", "max_tokens": "16", "run": "1"}
 
 
 def compare_and_read_the_rules(page) -> list[dict]:
@@ -520,7 +606,10 @@ def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(
     assert not page.get_by_label("Ask a follow-up").is_visible()
     page.close()
 
-    page = opened_link(browser, page_url, "prompt=The+cat+sat&mode=chat&max_tokens=1024&run=1")  # the context's most
+    # The context's most, at the margin's threshold 0.1: there the toy pair writes on until the context is full (at
+    # the page's 10% share it ends its answer first).
+    page = opened_link(browser, page_url,
+                       "prompt=The+cat+sat&mode=chat&rule=margin&threshold=0.1&max_tokens=1024&run=1")
     page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
     page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
     assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in page.inner_text(".cascade-summary")

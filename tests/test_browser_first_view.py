@@ -1,7 +1,8 @@
 """The page as a first visitor meets it, on a desktop (1400×1000) and a phone (390×844), in a real browser
-over the toy models: the prompt and Generate in the first screen, nothing wider than the screen, no output
-of an earlier run left under a new one, a fork that writes with its run's own settings and says so, and the
-threshold's bar on the rule's own scale. It leaves the first view of each in artifacts/
+over the toy models: the prompt and Generate in the first screen, the share of tokens the big model writes as
+the main control (the threshold one tick away), nothing wider than the screen, no output of an earlier run
+left under a new one, a fork that writes with its run's own settings and says so, and the threshold's bar on
+the rule's own scale. It leaves the first view of each in artifacts/
 (first-view-desktop.png, first-view-phone.png).
 """
 
@@ -16,7 +17,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade.engine.config import PAGE_START  # noqa: E402
 from cascade.serving.examples import load_examples  # noqa: E402
-from cascade.ui.controls import BAR_STEPS, bar_position  # noqa: E402
+from cascade.ui.controls import BAR_STEPS, BY_THRESHOLD_LABEL, SHARE_LABEL, bar_position  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
 from .helpers import ARTIFACTS, finished  # noqa: E402
@@ -61,11 +62,13 @@ def test_the_prompt_and_generate_are_in_the_first_screen_and_nothing_overflows(b
     for control in (prompt, generate):
         box = control.bounding_box()
         assert box["y"] >= 0 and box["y"] + box["height"] <= height, (viewport, box)
-    # The page starts with its first example, at its own start (the margin rule at 0.1).
+    # The page starts with its first example, at its own start (the big model writing 10% by the margin rule):
+    # the share is the main control, the threshold one tick away.
     first = next(e for e in load_examples(page=True) if e.first)
     assert prompt.input_value() == first.prompt
-    threshold = page.get_by_label(f"number input for {slider_props(PAGE_START.rule)['label']}")
-    assert float(threshold.input_value()) == PAGE_START.threshold
+    assert float(page.get_by_label(f"number input for {SHARE_LABEL}").input_value()) == 100 * PAGE_START.budget
+    assert not page.get_by_label(BY_THRESHOLD_LABEL).is_checked()
+    assert page.locator(".cascade-threshold input[type=number]").count() == 0
     # The guide waits, closed, under the answer.
     guide = page.get_by_text("How to read this page", exact=True)
     assert guide.bounding_box()["y"] > page.locator(".cascade-text-box").first.bounding_box()["y"]
@@ -115,7 +118,8 @@ def test_after_compare_a_new_generate_shows_nothing_of_the_old_run(browser, page
 
 
 def test_a_fork_after_moving_the_slider_writes_with_its_runs_threshold_and_says_so(browser, page_url):
-    page = opened(browser, page_url, "desktop", "prompt=The+cat+sat+on+the+mat&mode=raw&max_tokens=24&run=1")
+    query = f"prompt=The+cat+sat+on+the+mat&mode=raw&rule={PAGE_START.rule}&threshold={PAGE_START.threshold}"
+    page = opened(browser, page_url, "desktop", query + "&max_tokens=24&run=1")  # the threshold decides
     finished(page)
     first_summary = page.inner_text(".cascade-summary")
     threshold = page.get_by_label(f"number input for {slider_props(PAGE_START.rule)['label']}")
@@ -142,7 +146,8 @@ def test_a_fork_after_moving_the_slider_writes_with_its_runs_threshold_and_says_
 
 
 def test_the_threshold_bar_is_logarithmic_for_perplexity_and_still_moves_the_what_if(browser, page_url):
-    page = opened(browser, page_url, "desktop", "prompt=The+cat+sat&mode=raw&rule=perplexity&max_tokens=16&run=1")
+    page = opened(browser, page_url, "desktop", "prompt=The+cat+sat&mode=raw&rule=perplexity&threshold=5&max_tokens=16"
+                                                "&run=1")
     finished(page)
     threshold = page.get_by_label(f"number input for {slider_props('perplexity')['label']}")
     bar = page.locator(".cascade-threshold-bar input[type=range]")

@@ -8,7 +8,7 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from cascade.engine.analysis import Routing
+from cascade.engine.analysis import Decision, Routing
 from cascade.engine.events import TokenEvent
 from cascade.ui import chart
 from cascade.ui.style import RED
@@ -189,3 +189,18 @@ def test_a_run_at_0_or_100_percent_is_drawn_whole_on_the_rules_figure():
     # The star sits at (0%, 100%): both axes reach past it, so that none of it is cut off.
     assert layout["xaxis"]["range"][0] < 0 < 100 < layout["xaxis"]["range"][1]
     assert layout["yaxis"]["range"][1] > 100
+
+
+# ---- by a share of the tokens (a budget) ---------------------------------------------------------------
+
+def test_a_share_draws_the_threshold_it_moved_position_by_position():
+    routing = Routing(CASCADE)
+    whatif, run_line = threshold_traces(chart.figure_spec(routing, 5.0, budget=0.4))
+    assert len(whatif["y"]) == 5 and "what-if threshold, moved for a 40% share" in whatif["name"]
+    assert whatif["y"] == [t if t != float("inf") else None for t in
+                           routing.whatif(Decision("perplexity", 5.0, 0.4)).thresholds]
+    assert run_line["y"] == [5.0, 5.0]  # the run's own, a threshold's
+    # A run a share decided draws the threshold it moved; still being written, none (drawn once finished).
+    (line,) = threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2))
+    assert len(line["x"]) == 5 and line["name"] == "threshold, moved for a 20% share"
+    assert threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2, run_line=False)) == []

@@ -143,10 +143,12 @@ N_STOPS = 20
 
 def fresh_process_text(toy, inputs: tuple) -> str:
     """The same request in a new process: the command line, on the same models and model settings, with
-    each of the page's settings passed as its flag (--policy, --threshold, ..., --top-k, --seed)."""
+    each of the page's settings passed as its flag (--policy, --threshold, ..., --top-k, --seed), but for
+    those left unset (a budget when the threshold decides), whose flag's default is the same."""
     values = dict(zip(GENERATE_INPUTS, inputs))
     prompt, mode = values.pop("prompt"), values.pop("mode")
-    flags = [arg for name, value in values.items() for arg in ("--" + name.replace("_", "-"), str(value))]
+    flags = [arg for name, value in values.items() if value is not None  # unset (no budget): the flag's default
+             for arg in ("--" + name.replace("_", "-"), str(value))]
     r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx",
                 "1024", *flags, "--raw" if mode == "raw" else "--chat", "--json", prompt)
     assert r.returncode == 0, r.stderr

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from html import unescape
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from gradio_client import Client  # noqa: E402
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
 from cascade.engine.config import PAGE_START, limits  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
+from cascade.routing.budget import replay  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.serving.settings import model_config  # noqa: E402
 from cascade.engine.analysis import Routing  # noqa: E402
@@ -31,11 +33,11 @@ from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
 from cascade.ui.controls import RULE_LABEL  # noqa: E402
-from cascade.ui import sentences  # noqa: E402
+from cascade.ui import rulewords, sentences  # noqa: E402
 from cascade.ui.generate import (GENERATE_INPUTS, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
                                   stop)
 from cascade.ui.layout import build_demo  # noqa: E402
-from cascade.ui.link import make_apply_link, read_link  # noqa: E402
+from cascade.ui.link import make_apply_link, page_defaults, read_link  # noqa: E402
 from cascade.ui.run import KEEP, Run, Update, run_update  # noqa: E402
 from cascade.ui.runfile import offer_download, read_run  # noqa: E402
 from cascade.ui.whatif import rule_changed, whatif  # noqa: E402
@@ -224,10 +226,12 @@ def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads
             assert defaults[name] == history_json(GenerationConfig().history) == "", name
             continue
         assert defaults[name] == getattr(PAGE_START, name), name
-        if name not in ("rule", "threshold"):  # the page starts at the margin rule; the library at perplexity 5
-            assert defaults[name] == limits(GenerationConfig, name)["default"], name
-    assert (defaults["rule"], defaults["threshold"]) == (PAGE_START.rule, PAGE_START.threshold) == ("margin", 0.1)
+        if name not in ("rule", "threshold", "budget"):  # the page starts at a 10% share by the margin rule; the
+            assert defaults[name] == limits(GenerationConfig, name)["default"], name  # library at perplexity 5
+    assert (defaults["rule"], defaults["threshold"], defaults["budget"]) == (
+        PAGE_START.rule, PAGE_START.threshold, PAGE_START.budget) == ("margin", 0.1, 0.1)
     assert GENERATE_INPUTS.index("rule") == GENERATE_INPUTS.index("policy") + 1
+    assert GENERATE_INPUTS.index("budget") == GENERATE_INPUTS.index("threshold") + 1
     assert defaults["mode"] == "chat" and GenerationConfig().chat
 
 
@@ -471,11 +475,80 @@ def test_a_null_threshold_is_the_rules_own_default():
 
 def test_a_link_names_the_rule_and_a_threshold_in_its_units():
     assert read_link({"rule": "margin"}).values == {"rule": "margin", "threshold": RULE_TABLE["margin"].default}
+    # A threshold with no budget: the threshold decides (a link made for one, or before the page had budgets).
     assert read_link({"threshold": "0.2", "rule": "margin", "k": "2"}).values == {"rule": "margin", "threshold": 0.2,
-                                                                                  "k": 2}
-    wrong = read_link({"rule": "entropy", "threshold": "50"})
-    assert wrong.values == {"rule": "entropy", "threshold": RULE_TABLE["entropy"].default}
+                                                                                  "k": 2, "budget": None}
+    wrong = read_link({"rule": "entropy", "threshold": "50"})  # still a threshold's link: at the rule's default
+    assert wrong.values == {"rule": "entropy", "threshold": RULE_TABLE["entropy"].default, "budget": None}
     assert "threshold must be between 0 and 12 for the entropy rule" in wrong.message()
+
+
+# ---- a share of the tokens (a budget): the page's start ---------------------------------------------
+
+def test_the_share_reaches_the_request_and_the_summary_names_the_threshold_it_meant(quick_page, toy_engine):
+    client = Client(quick_page, verbose=False)
+    inputs = page_inputs(budget=0.3)
+    html, plot, summary, text = client.predict(*inputs, api_name="/generate")
+    _, expected = through_engine(toy_engine, inputs)
+    assert text == expected.text and expected.budget == 0.3 and expected.budget_threshold is not None
+    share = f"{100 * expected.n_target_tokens / expected.n_tokens:.0f}%"
+    assert (f"The big model wrote {expected.n_target_tokens} of {expected.n_tokens} tokens (red: {share}; you asked "
+            f"for 30%)") in summary
+    meant = rulewords.fmt_score("margin", expected.budget_threshold)
+    assert f"For this answer, 30% meant a threshold of {meant} on the small model's margin" in summary
+    assert f"(its starting point: {expected.budget_source})" in summary  # what it started from, in the details
+    # A threshold decides alone ("Set a threshold instead"): no share asked, none said.
+    _, _, summary, _ = client.predict(*page_inputs(rule="margin", threshold=0.1), api_name="/generate")
+    assert "you asked for" not in summary and "meant a threshold" not in summary
+    _, _, summary, _ = client.predict(*page_inputs(budget=2), api_name="/generate")
+    assert "Please check the settings: budget must be between 0 and 1, got 2." in summary
+
+
+def test_moving_the_share_after_a_run_recolours_it_by_the_thresholds_that_share_would_have_set(toy_engine):
+    run = replace(finished_run(toy_engine, budget=0.1, max_tokens=64), draft_path=str(toy_engine.pair.draft_path))
+    real = run.summary.n_target_tokens
+    # At the run's own share, the run as it happened: the replay meets the engine's thresholds position by position.
+    html, _ = whatif(run.config.threshold, run, "margin", 0.1)
+    assert 'data-view="run"' in html and html.count('class="tok red target"') == real
+    scores = [s.score("margin") for s in Routing(run.events).slots]
+    red = {}
+    for share in (0.02, 0.5):
+        html, plot = whatif(run.config.threshold, run, "margin", share)
+        red[share] = sum(replay("margin", share, scores, run.prior("margin")))
+        assert 'data-view="whatif"' in html and html.count('class="tok red whatif-target"') == red[share]
+        assert f"{red[share]} of {len(scores)} tokens would have gone to the big model, against {real} of" in html
+        lines = [t for t in json.loads(plot.plot)["data"] if t.get("meta") == "threshold"]
+        # The what-if's threshold and the run's, each as it moved.
+        assert [len(t["y"]) for t in lines] == [len(scores)] * 2
+    assert red[0.02] < real < red[0.5]
+    # Another rule at the same share: re-judged by its numbers.
+    _, _, html, _ = rule_changed("entropy", run, None, 0.5)
+    assert 'data-rule="entropy"' in html and html.count('class="tok red whatif-target"') == sum(
+        replay("entropy", 0.5, [s.score("entropy") for s in Routing(run.events).slots], run.prior("entropy")))
+    # "Set a threshold instead" (no budget): a what-if at the threshold, as before.
+    html, _ = whatif(0.3, run, "margin", None)
+    assert html.count('class="tok red whatif-target"') == Routing(run.events).whatif_counts(0.3, "margin")[0]
+    assert "At threshold 0.3 (this run asked for 10%)" in unescape(html)
+
+
+class LinkRequest:  # what Gradio passes on load
+    def __init__(self, **query):
+        self.query_params = query
+
+
+def test_a_link_sets_the_share_and_one_with_a_threshold_alone_decides_by_it():
+    assert page_defaults()["budget"] == PAGE_START.budget == 0.1
+    assert read_link({"budget": "0.25"}).values == {"budget": 0.25}
+    assert read_link({"rule": "entropy", "threshold": "1.5", "budget": "0.05"}).values == {
+        "rule": "entropy", "threshold": 1.5, "budget": 0.05}
+    # A link made before the page had shares, or with "Set a threshold instead": its threshold decides.
+    assert read_link({"threshold": "3"}).values == {"rule": "perplexity", "threshold": 3.0, "budget": None}
+    wrong = read_link({"budget": "2"})
+    assert "budget" not in wrong.values and "budget must be between 0 and 1, got 2" in wrong.message()
+    budget = GENERATE_INPUTS.index("budget")
+    assert make_apply_link()(LinkRequest(budget="0.25"))[budget]["value"] == 0.25
+    assert make_apply_link()(LinkRequest(threshold="3"))[budget]["value"] is None
+    assert make_apply_link()(LinkRequest(k="2"))[budget] == gr.skip()  # the page's start stands
 
 
 # ---- the models: loading, failing, choosing ------------------------------------------------------

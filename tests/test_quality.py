@@ -44,6 +44,15 @@ def test_an_unmeasured_threshold_takes_the_nearest_measured_and_says_so():
     assert "speculative decoding with k=4 solved 70%, 0.70× as fast" in spec
 
 
+def test_a_share_takes_the_measured_setting_where_the_big_model_wrote_the_nearest_share():
+    results = [result("target", 7, vs_target=1.0), result("draft", 4, vs_target=2.0),
+               {**result("cascade", 6, 10, "perplexity", 5.0, vs_target=1.5), "target_share": 0.05},
+               {**result("cascade", 7, 10, "perplexity", 1.5, vs_target=1.1), "target_share": 0.3}]
+    words = quality_sentence(GenerationConfig(policy="cascade", budget=0.25), *CODER, [report(results=results)])
+    assert ("sharing at threshold 1.5, where the big model wrote 30% of the tokens (the measured setting nearest "
+            "yours) solved 70%, 1.10× as fast") in words
+
+
 def test_a_way_not_measured_is_said_to_be_so_and_the_baselines_still_shown():
     words = quality_sentence(GenerationConfig(policy="cascade", rule="margin"), *CODER, [report()])
     assert "solved 70%, the small one 40%, and this way of sharing the work was not measured" in words

@@ -151,6 +151,24 @@ def test_the_file_shows_the_runs_rule_and_charts_its_numbers(toy):
         assert "Tokens the big model would have written itself" in doc
 
 
+def test_a_run_a_share_decided_keeps_its_share_the_threshold_it_meant_and_the_line_it_moved(toy):
+    engine = engine_for(toy.small, toy.related)
+    config = GenerationConfig(policy="cascade", rule="margin", budget=0.25, max_tokens=24, chat=False)
+    events, summary = run(engine, PROMPT, **dataclasses.asdict(config))
+    assert summary.budget == 0.25 and summary.budget_threshold is not None
+    doc = save(config, events, summary)
+    record = read_run(doc)
+    assert record["settings"]["budget"] == 0.25 and record["summary"]["budget_threshold"] == summary.budget_threshold
+    assert GenerationConfig(**{**record["settings"], "stop": tuple(record["settings"]["stop"])}) == config
+    # In words: the share asked, not the threshold it never read; the summary names the threshold it meant.
+    text = html.unescape(doc)
+    assert "How much the big model writes</dt><dd>25% of the tokens, asked" in text and "Threshold</dt>" not in text
+    assert "you asked for 25%" in text and "For this answer, 25% meant a threshold of" in text
+    # The chart draws the threshold the share moved, one step per position, as the engine moved it.
+    (line,) = [t for t in chart_figure(doc)["data"] if t.get("meta") == "threshold"]
+    assert len(line["y"]) == summary.n_tokens and "moved for a 25% share" in line["name"]
+
+
 def test_a_stopped_run_is_kept_too():
     config = GenerationConfig(threshold=5.0)
     doc = save(config, CASCADE, None)

@@ -23,6 +23,22 @@ def test_the_first_line_says_how_many_tokens_the_big_model_wrote_and_how_long_it
     assert sentences.summary_sentence(summary(n=0, by_target=0, wall=0.31)) == "No tokens were written (0.31 s)."
 
 
+def test_a_share_is_told_beside_what_was_delivered_and_the_threshold_it_meant_comes_next():
+    shared = summary(wall=6.4, rule="margin", budget=0.1, budget_threshold=0.0612,
+                     budget_source="the shipped calibration of this draft (toy)")
+    assert sentences.summary_sentence(shared) == ("The big model wrote 12 of 80 tokens (red: 15%; you asked for 10%). "
+                                                  "This took 6.4 s.")
+    lines = sentences.summary_lines(shared)
+    assert lines[0] == ("For this answer, 10% meant a threshold of 0.061 on the small model's margin (the middle "
+                        "value: the threshold moved as the answer was written, to keep the share).")
+    assert ("To keep the big model near 10% of the tokens, the threshold moved as the answer was written (its starting "
+            "point: the shipped calibration of this draft (toy)).") in lines[-1]
+    # No position judged (nothing the share could set a threshold for): the share asked, no threshold said.
+    none = summary(n=3, by_target=0, rule="margin", budget=0.1, budget_threshold=None)
+    assert "(you asked for 10%)" in sentences.summary_sentence(none) and sentences.budget_sentence(none) is None
+    assert sentences.budget_sentence(summary(rule="margin")) is None
+
+
 def test_the_first_line_says_plainly_when_one_model_wrote_it_all():
     # Cascade where the small model was sure of every token: the big model never ran.
     alone = sentences.summary_sentence(summary(by_target=0, wall=4.0))

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from html.parser import HTMLParser
 
-from cascade.engine.analysis import Routing
+from cascade.engine.analysis import Decision, Routing
 from cascade.engine.config import GenerationConfig
 from cascade.engine.events import TokenEvent
 from cascade.ui import tokens
@@ -256,3 +256,30 @@ def test_the_saved_run_file_draws_the_same_block():
                     machine={"cpu": "toy", "cores": 2, "threads": 2}, created="today")
     assert f'<span class="cascade-code" style="{tokens.CODE_STYLE}">' in page
     assert block_text(page.split('<section class="cascade-result">')[1].split("</section>")[0]).startswith("```python")
+
+
+# ---- by a share of the tokens (a budget) ---------------------------------------------------------------
+
+def test_a_what_if_by_a_share_recolours_by_the_replayed_thresholds_and_says_what_the_run_did():
+    routing = Routing(CASCADE)
+    panel = tokens.text_panel(routing, run_threshold=5.0, budget=0.4)
+    whatif = routing.whatif(Decision("perplexity", 5.0, 0.4))
+    text = html.unescape(panel)
+    assert 'data-view="whatif"' in panel and len(spans(panel, "whatif-target")) == whatif.counts[0]
+    assert (f"With the big model writing 40% of the tokens (this run used threshold 5), {whatif.counts[0]} of 5 "
+            f"tokens would have gone to the big model, against 1 of 5 in the real run") in text
+    assert "the threshold moved as the answer went" in text or "the threshold stayed at" in text
+    assert "would</b> have gone to the big model with the what-if share" in text
+    assert "what-if with the big model writing 40% (the threshold here:" in text  # each token's hover
+
+
+def test_a_run_a_share_decided_shows_as_it_was_at_its_share_and_a_threshold_is_a_what_if():
+    routing = Routing(CASCADE)
+    same = tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=3.0, budget=0.2)
+    assert 'data-view="run"' in same and same == tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2)
+    by_threshold = html.unescape(tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=1.5))
+    assert "At threshold 1.5 (this run asked for 20%), 3 of 5 tokens would have gone to the big model" in by_threshold
+    other_rule = html.unescape(tokens.text_panel(Routing(READ), run_threshold=5.0, run_budget=0.2, rule="margin",
+                                                 budget=0.5))
+    assert "By the margin rule, with the big model writing 50% of the tokens (this run asked for 20% by the " \
+           "perplexity rule)" in other_rule

@@ -88,8 +88,15 @@ def _number(value: Any) -> str:
 
 
 def rule_words(config: GenerationConfig) -> str:
-    """The rule and its threshold, as a label says them: "margin 0.1"."""
+    """The rule and its threshold, or its share, as a label says them: "margin 0.1", "margin, 10% share"."""
+    if config.budget is not None:
+        return f"{config.rule}, {rulewords.share(config.budget)} share"
     return f"{config.rule} {fmt_threshold(config.threshold)}"
+
+
+def _deciding(config: GenerationConfig) -> tuple:
+    """What chose the big model's positions: the rule and its share, or, without one, its threshold."""
+    return (config.rule, config.budget) if config.budget is not None else (config.rule, None, config.threshold)
 
 
 def what_differs(before: Run | None, run: Run) -> str:
@@ -105,7 +112,7 @@ def what_differs(before: Run | None, run: Run) -> str:
     if new.policy != old.policy:
         changes.append(new.policy)
     uses_rule = new.policy in POLICY_TABLE and POLICY_TABLE[new.policy].uses_rule
-    if uses_rule and (new.rule, new.threshold) != (old.rule, old.threshold):
+    if uses_rule and _deciding(new) != _deciding(old):
         changes.append(rule_words(new))
     changes += [f"{words} {_number(getattr(new, name))}" for name, words in SETTING_WORDS.items()
                 if getattr(new, name) != getattr(old, name)]
@@ -155,11 +162,16 @@ def _same(shown: Any, value: Any) -> bool:
 
 def _moved(name: str, shown: Any, value: Any, config: GenerationConfig, controls: dict[str, Any]) -> str | None:
     """One control that shows another value than the run's, in words: the run's value first."""
-    if name == "threshold" and not _same(controls.get("rule"), config.rule):
-        return None  # told with the rule
-    if name == "rule":
+    if name == "threshold" and (config.budget is not None or _is_share(controls.get("budget"))
+                                or not _same(controls.get("rule"), config.rule)):
+        return None  # told with the share, or with the rule; a share's run never read its threshold
+    if name == "budget":
+        return _share_moved(shown, value, config)
+    if name == "rule" and config.budget is None and not _is_share(controls.get("budget")):
         return (f"the {value} rule at {fmt_threshold(config.threshold)}, not the {shown} rule at "
                 f"{_number(controls.get('threshold'))} the controls show")
+    if name == "rule":
+        return f"the {value} rule, not the {shown} rule the controls show"
     if name == "threshold":
         return f"threshold {fmt_threshold(value)}, not the {_number(shown)} the slider shows"
     if name in SETTING_WORDS:
@@ -167,6 +179,22 @@ def _moved(name: str, shown: Any, value: Any, config: GenerationConfig, controls
     return {"prompt": "its prompt, not the one in the box", "mode": f"{value} mode, not {shown}",
             "policy": f"who writes: {value}, not {shown}", "system": "its system message",
             "history": "its conversation"}.get(name, name)
+
+
+def _is_share(value: Any) -> bool:
+    """Whether a budget control's value is a share (a number), not none (the threshold decides)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _share_moved(shown: Any, value: Any, config: GenerationConfig) -> str:
+    """The share control showing another value than the run's, in words."""
+    if value is None:
+        return (f"a threshold of {fmt_threshold(config.threshold)}, not the share of "
+                f"{rulewords.share(float(shown))} the slider shows")
+    if not _is_share(shown):
+        return f"a {rulewords.share(value)} share for the big model, not a threshold"
+    return (f"a {rulewords.share(value)} share for the big model, not the {rulewords.share(float(shown))} the slider "
+            f"shows")
 
 
 def fork_request(run: Run | None, current: int | None, position: Any, chosen: Any,

@@ -14,7 +14,9 @@ import json
 import math
 from typing import Any
 
-from ..engine.analysis import Routing, Slot, as_rule
+from collections.abc import Sequence
+
+from ..engine.analysis import Decision, Routing, Slot, WhatIf, as_rule, asked_decision
 from ..routing.rules import Rule
 from . import rulewords
 from .style import BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
@@ -82,15 +84,24 @@ def _line(name: str, y: float, span: tuple[float, float], color: str, dash: str)
             "line": {"color": color, "dash": dash, "width": 2.5}, "meta": "threshold"}
 
 
-def _whatif_traces(scored: list[Slot], unscored: list[Slot], threshold: float, rule: Rule = PERPLEXITY,
-                   named: bool = False) -> list[dict]:
-    def note(s: Slot) -> str:
-        return rulewords.whatif_words(rule, s.score(rule), threshold, s.would_escalate(threshold, rule), named)
+def _whatif_traces(routing: Routing, whatif: WhatIf, named: bool = False) -> list[dict]:
+    rule = whatif.rule
+    index = routing.index_of
 
-    traces = [_points("what-if: would go to the big model",
-                      [s for s in scored if s.would_escalate(threshold, rule)], RED, extra=note, rule=rule),
-              _points("what-if: would stay with the small model",
-                      [s for s in scored if not s.would_escalate(threshold, rule)], BLUE, extra=note, rule=rule)]
+    def verdict(s: Slot) -> bool | None:
+        return whatif.verdicts[index[id(s.token)]]
+
+    def note(s: Slot) -> str:
+        i = index[id(s.token)]
+        return rulewords.whatif_words(rule, s.score(rule), whatif.thresholds[i], whatif.verdicts[i], named,
+                                      whatif.decision.budget)
+
+    scored = [s for s in routing.slots if verdict(s) is not None]
+    unscored = [s for s in routing.slots if verdict(s) is None]
+    traces = [_points("what-if: would go to the big model", [s for s in scored if verdict(s)], RED, extra=note,
+                      rule=rule),
+              _points("what-if: would stay with the small model", [s for s in scored if not verdict(s)], BLUE,
+                      extra=note, rule=rule)]
     if unscored and rule.name == "perplexity":
         traces.append(_points("no what-if (not scored by the small model)", unscored, GREY, "diamond-open"))
     elif unscored:
@@ -122,6 +133,22 @@ def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule = PERPLEXIT
     return traces
 
 
+def _moving_line(name: str, routing: Routing, whatif: WhatIf, color: str, dash: str) -> dict:
+    """The threshold a share (a budget) set, position by position: a line in steps through the
+    positions where it stood at a number (past every number, it leaves a gap)."""
+    xs = [s.token.position for s in routing.slots]
+    ys = [t if math.isfinite(t) else None for t in whatif.thresholds]
+    return {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys, "connectgaps": False,
+            "hovertemplate": html.escape(name) + ": %{y:.3g}<extra></extra>",
+            "line": {"color": color, "dash": dash, "width": 2.5, "shape": "hvh"}, "meta": "threshold"}
+
+
+def _share_name(prefix: str, budget: float, rule: Rule, named: bool) -> str:
+    """A moving threshold's name: short, for a phone's legend (the axis title says which side escalates)."""
+    name = f"{prefix}, moved for a {rulewords.share(budget)} share"
+    return f"{name} ({rule.name})" if named else name
+
+
 def _threshold_name(prefix: str, threshold: float, rule: Rule, named: bool) -> str:
     name = f"{prefix} {fmt_threshold(threshold)}"
     if named:
@@ -142,36 +169,52 @@ def _yaxis(rule: Rule) -> dict[str, Any]:
     return axis
 
 
+def _run_line(routing: Routing, run: Decision, span: tuple[float, float], prior: Sequence[float] | None,
+              prefix: str, color: str, dash: str) -> dict:
+    """The run's own threshold: a line at it, or, for a run whose share (a budget) set it, the thresholds
+    that share set, replayed over the run's positions from the calibration's `prior`."""
+    rule = as_rule(run.rule)
+    own = routing.whatif(run, prior) if run.budget is not None else None
+    if own is not None:
+        return _moving_line(_share_name(prefix, run.budget, rule, False), routing, own, color, dash)
+    return _line(_threshold_name(prefix, run.threshold, rule, False), run.threshold, span, color, dash)
+
+
 def figure_spec(routing: Routing, run_threshold: float, threshold: float | None = None,
-                run_rule: Rule | str = "perplexity", rule: Rule | str | None = None) -> dict[str, Any]:
+                run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, *,
+                run_budget: float | None = None, budget: float | None = None,
+                prior: Sequence[float] | None = None, run_line: bool = True) -> dict[str, Any]:
     """The per-token chart as a Plotly figure dict (`plotly.graph_objects.Figure(spec)`).
 
     One point per output token at x = its position: the number the run's rule (`run_rule`) compared
     with its threshold there (the draft's perplexity of its own choice, by the seed's rule). Coloured by
-    who wrote the token, or, for a what-if (another threshold, or another `rule`), by who would have,
-    with that rule's numbers. Threshold lines are traces whose `meta` is "threshold".
+    who wrote the token, or, for a what-if (another threshold, another `rule`, or a `budget`: a share
+    whose threshold moves position by position, replayed from the calibration's `prior`), by who would
+    have, with that rule's numbers. A run whose share set its threshold (`run_budget`) draws the threshold
+    it moved, replayed over its positions: with `run_line` False (a run still being written, whose replay
+    would be redone for every picture), none. Threshold lines are traces whose `meta` is "threshold".
     """
     run_rule = as_rule(run_rule)
-    asked = as_rule(rule) if rule is not None else run_rule
-    if threshold is None and asked != run_rule:
-        threshold = run_threshold
-    whatif = routing.whatif_threshold(run_threshold, threshold, run_rule.name, asked.name)
-    shown = asked if whatif is not None else run_rule
-    scored = [s for s in routing.slots if s.score(shown) is not None]
-    unscored = [s for s in routing.slots if s.score(shown) is None]
+    run = Decision(run_rule.name, run_threshold, run_budget)
+    asked = asked_decision(run, threshold, as_rule(rule).name if rule is not None else None, budget)
+    whatif = routing.whatif(asked, prior) if asked is not None else None
+    shown = whatif.rule if whatif is not None else run_rule
     span = (-0.5, max((s.token.position for s in routing.slots), default=0) + 0.5)
     other = shown != run_rule
     if whatif is not None:
-        traces = _whatif_traces(scored, unscored, whatif, shown, named=other) + [
-            _line(_threshold_name("what-if threshold", whatif, shown, other), whatif, span, THRESHOLD_COLOUR,
-                  "solid")]
+        by_share = whatif.decision.budget
+        line = (_moving_line(_share_name("what-if threshold", by_share, shown, other), routing, whatif,
+                             THRESHOLD_COLOUR, "solid") if by_share is not None else
+                _line(_threshold_name("what-if threshold", whatif.decision.threshold, shown, other),
+                      whatif.decision.threshold, span, THRESHOLD_COLOUR, "solid"))
+        traces = _whatif_traces(routing, whatif, named=other) + [line]
         if not other:  # the run's own threshold is in another rule's units otherwise
-            traces.append(_line(_threshold_name("this run's threshold", run_threshold, shown, False), run_threshold,
-                                span, GREY, "dot"))
+            traces.append(_run_line(routing, run, span, prior, "this run's threshold", GREY, "dot"))
     else:
-        traces = _run_traces(scored, unscored, shown) + [
-            _line(_threshold_name("threshold", run_threshold, shown, False), run_threshold, span, THRESHOLD_COLOUR,
-                  "dash")]
+        scored = [s for s in routing.slots if s.score(shown) is not None]
+        unscored = [s for s in routing.slots if s.score(shown) is None]
+        traces = _run_traces(scored, unscored, shown) + (
+            [_run_line(routing, run, span, prior, "threshold", THRESHOLD_COLOUR, "dash")] if run_line else [])
     traces = [t for t in traces if t["x"] or t["meta"] == "threshold"]  # no empty legend entries
     if whatif is None:
         title = "How unsure was the small model, token by token"
@@ -198,16 +241,16 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
 
 
 def perplexity_figure(routing: Routing, run_threshold: float, threshold: float | None = None,
-                      run_rule: Rule | str = "perplexity", rule: Rule | str | None = None):
+                      run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
     """The chart as a `plotly.graph_objects.Figure` (by the run's rule, or a what-if's; perplexity by
-    default)."""
+    default; `shares`: `figure_spec`'s run_budget, budget and prior)."""
     import plotly.graph_objects as go
 
-    return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule))
+    return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares))
 
 
 def perplexity_plot(routing: Routing, run_threshold: float, threshold: float | None = None,
-                    run_rule: Rule | str = "perplexity", rule: Rule | str | None = None):
+                    run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
     """The same chart as `perplexity_figure`, in the JSON its Figure would send, for the page's `gr.Plot`.
 
     Building a Figure validates every property of every point (20 ms at 64 tokens, more as the text
@@ -215,7 +258,7 @@ def perplexity_plot(routing: Routing, run_threshold: float, threshold: float | N
     already valid, so it is sent as it is, with the template a Figure would have added."""
     from gradio.components.plot import PlotData
 
-    spec = figure_spec(routing, run_threshold, threshold, run_rule, rule)
+    spec = figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares)
     layout = {**spec["layout"], "template": _default_template()}
     return PlotData(type="plotly", plot=json.dumps({"data": spec["data"], "layout": layout}))
 

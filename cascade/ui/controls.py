@@ -2,9 +2,14 @@
 
 Every control that sets a request is named after its `GenerationConfig` field and takes its range and
 help from there, and its starting value from the page's start (`PAGE_START`: the library's defaults, but
-for the margin rule at 0.1). The rule's dropdown offers the learned rule only when the page has a router,
-which `current_router` asks for when the page is built and when it loads. The threshold is dragged on a
-bar of its own, on a log scale where the rule's is one (`threshold_bar`).
+for the margin rule with a budget of 10%). The rule's dropdown offers the learned rule only when the page
+has a router, which `current_router` asks for when the page is built and when it loads.
+
+How much the big model writes is set one of two ways (`share_controls`): as a share of the tokens, in
+percent (the budget; the page's start), or, one tick away, as a threshold in the rule's units, dragged on
+a bar of its own, on a log scale where the rule's is one (`threshold_bar`). The request's `budget` is a
+hidden number the share's slider and the tick set in the browser (`share_js`): the share over 100, or
+nothing (null) when the threshold decides.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import gradio as gr
@@ -30,6 +36,8 @@ Component = gr.components.Component
 RouterSource = Callable[[], Any]
 
 RULE_LABEL = "How the small model judges its own token"
+SHARE_LABEL = "How much the big model writes"
+BY_THRESHOLD_LABEL = "Set a threshold instead"
 
 
 def trained_on(router: Any) -> str | None:
@@ -92,23 +100,60 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
                      value=getattr(PAGE_START, name), step=step, label=label, info=info or meta["help"])
 
 
-def settings_controls(router: Any = None) -> tuple[dict[str, Component], gr.Slider]:
+@dataclass
+class ShareControls:
+    """The controls that set how much the big model writes, beside the request's own (`budget`,
+    `threshold`): the share's slider, the tick that chooses the threshold instead, the threshold's box
+    (shown when ticked), and the threshold's bar in it."""
+
+    share: gr.Slider
+    by_threshold: gr.Checkbox
+    threshold_box: gr.Group
+    bar: gr.Slider
+
+
+def start_percent() -> float:
+    """Where the share's slider starts: the page's share in percent, or 10% where the page starts with a
+    threshold deciding (the share an untick brings back)."""
+    return round(100 * PAGE_START.budget, 2) if PAGE_START.budget is not None else 10.0
+
+
+def share_controls(rule: str) -> tuple[dict[str, Component], ShareControls]:
+    """How much the big model writes: a share of the tokens (the main control), or, ticked, a threshold in
+    `rule`'s units; the request's `budget` (hidden) and `threshold` controls, and the parts around them."""
+    by_share = PAGE_START.budget is not None
+    with gr.Group(elem_classes="cascade-share-box"):
+        share = gr.Slider(0, 100, value=start_percent(), step=1, label=SHARE_LABEL, visible=by_share,
+                          info="In % of the tokens: those the small model is least sure of go to the big model, "
+                               "about this share of them (the threshold moves as the answer is written to keep it). "
+                               "Move it after a run to see a what-if.", elem_classes="cascade-share")
+        by_threshold = gr.Checkbox(value=not by_share, label=BY_THRESHOLD_LABEL, elem_classes="cascade-by-threshold",
+                                   info="Fix the threshold yourself, in the units of the small model's judgement "
+                                        "(below), instead of a share.")
+        budget = gr.Number(value=PAGE_START.budget, visible="hidden", minimum=0, maximum=1,
+                           label="Share of tokens for the big model (0 to 1; empty: the threshold decides)",
+                           elem_classes="cascade-budget")
+    with gr.Group(elem_classes="cascade-threshold-box", visible=not by_share) as threshold_box:
+        threshold = gr.Slider(**{**rulewords.slider_props(rule), "value": PAGE_START.threshold},
+                              elem_classes="cascade-threshold")
+        bar = threshold_bar()
+    return {"budget": budget, "threshold": threshold}, ShareControls(share, by_threshold, threshold_box, bar)
+
+
+def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareControls]:
     """The controls of every setting a visitor may change, by field name, at the page's start
-    (`PAGE_START`), and the threshold's bar. `router`: the learned rule's, if the page has one (the rule is
-    offered only then). The threshold is a slider in the rule's units (the generate endpoint's input, a
-    link's and a run file's number); the bar a visitor drags is the one under it (`threshold_bar`)."""
+    (`PAGE_START`), and the parts that set how much the big model writes (`share_controls`). `router`: the
+    learned rule's, if the page has one (the rule is offered only then). The threshold is a slider in the
+    rule's units (the generate endpoint's input, a link's and a run file's number); the bar a visitor
+    drags is the one under it (`threshold_bar`)."""
     seed_meta = limits(GenerationConfig, "seed")
     rule = PAGE_START.rule
-    controls = {
-        "policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=PAGE_START.policy,
-                              label="Who writes", elem_classes="cascade-policy"),
-        "rule": gr.Dropdown(rulewords.choices(router is not None), value=rule, label=RULE_LABEL,
-                            info=rulewords.rule_info(rule, trained_on(router)), elem_classes="cascade-rule"),
-    }
-    with gr.Group(elem_classes="cascade-threshold-box"):
-        controls["threshold"] = gr.Slider(**{**rulewords.slider_props(rule), "value": PAGE_START.threshold},
-                                          elem_classes="cascade-threshold")
-        bar = threshold_bar()
+    controls = {"policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=PAGE_START.policy,
+                                      label="Who writes", elem_classes="cascade-policy")}
+    deciding, shares = share_controls(rule)
+    controls.update(deciding)
+    controls["rule"] = gr.Dropdown(rulewords.choices(router is not None), value=rule, label=RULE_LABEL,
+                                   info=rulewords.rule_info(rule, trained_on(router)), elem_classes="cascade-rule")
     with gr.Accordion("More settings", open=False):
         controls.update(
             k=_slider("k", "k: tokens the small model drafts per check (speculative)"),
@@ -128,7 +173,27 @@ def settings_controls(router: Any = None) -> tuple[dict[str, Component], gr.Slid
             seed=gr.Number(value=PAGE_START.seed, minimum=seed_meta["min"], maximum=seed_meta["max"],
                            precision=0, label="Seed", info=seed_meta["help"]),
         )
-    return controls, bar
+    return controls, shares
+
+
+# ---- the share: a percent slider and a tick, setting the request's budget in the browser ---------------
+
+def share_js(direction: str) -> str:
+    """The browser-side step between the share's controls and the request's budget: "to_budget" (the
+    slider moved, or the tick changed: the budget is the share over 100, or null when the threshold
+    decides) or "from_budget" (the budget set any other way, by a link, a fork or the slider itself: the
+    slider and the tick follow it)."""
+    if direction == "to_budget":
+        return "(share, byThreshold) => byThreshold ? null : Math.round(Number(share) * 100) / 10000"
+    return ("(budget, share) => (budget === null || budget === undefined || budget === '' || isNaN(Number(budget)))"
+            " ? [share, true] : [Math.round(Number(budget) * 10000) / 100, false]")
+
+
+def shown_by(by_threshold: Any) -> tuple:
+    """The tick changed: the share's slider shown when the share decides, the threshold's box when the
+    threshold does."""
+    ticked = bool(by_threshold)
+    return gr.update(visible=not ticked), gr.update(visible=ticked)
 
 
 # ---- the threshold's bar: even steps on the rule's own scale -------------------------------------------

@@ -27,7 +27,7 @@ from ..engine.prompt import PromptError
 from ..routing.curves import rule_curves
 from ..serving.messages import SERVER_TROUBLE, public_message
 from ..serving.pump import EventPump
-from . import chart, conversation, sentences, tokens
+from . import chart, conversation, rulewords, sentences, tokens
 from .run import (COMPARE_OUTPUTS, GENERATE_OUTPUTS, KEEP, STOP_OUTPUTS, UPDATE_EVERY_S, Pacer, Run, Update,
                   message_update, run_update, summary_markdown)
 
@@ -155,7 +155,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
             if config.needs_router and getattr(engine, "router", None) is None:
                 yield message_update(f"Please check the settings: {NO_ROUTER}.")
                 return
-            run = Run(prompt, config, models=engine.pair.config, earlier=earlier)
+            run = Run(prompt, config, models=engine.pair.config, earlier=earlier, draft_path=draft_path(engine))
             pacer = Pacer()
             # The answer is drawn finished, with its time, the moment its last token is written; the big
             # model's scoring pass follows as a step of its own (its figures: the hover's alternatives, the
@@ -180,6 +180,12 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         return
     yield run_update(run)
 
+
+
+def draft_path(engine: Engine) -> str | None:
+    """The engine's draft file, which a share's what-if reads the calibration of (None where it has none)."""
+    path = getattr(engine.pair, "draft_path", None)
+    return None if path is None else str(path)
 
 
 def alone_estimate(engine: Engine, summary: Summary) -> float | None:
@@ -283,8 +289,11 @@ def rules_update(engine: Engine, run: Run) -> Update:
 
 
 def run_name(config: GenerationConfig) -> str:
-    """This run in a legend: "this run (cascade, entropy 1.5)"."""
+    """This run in a legend: "this run (cascade, entropy 1.5)", or, asked for a share, "this run (cascade,
+    margin, 10%)" (short: on a phone the legend has half the screen's width for it)."""
     policy = POLICY_TABLE.get(config.policy)
+    if policy is not None and policy.uses_rule and config.budget is not None:
+        return f"this run ({config.policy}, {config.rule}, {rulewords.share(config.budget)})"
     if policy is not None and policy.uses_rule:
         return f"this run ({config.policy}, {config.rule} {config.threshold:g})"
     return f"this run ({config.policy})"

@@ -17,19 +17,25 @@ HOW_TO_READ = """\
 - **Perplexity** says how unsure a model is of a token: 1 means certain, 5 means about as unsure as picking
   among five equally likely words. The chart shows, for every token of the answer, the small model's
   perplexity of the token *it* chose there (on a log scale), coloured by which model finally wrote it.
-- **The threshold** is the dashed line. Where the small model's perplexity is above it, the token goes to
-  the big model. A low threshold asks the big model more often (slower, closer to the big model's text);
-  a high one leaves more to the small model.
+- **How much the big model writes** is the main setting: a share of the tokens (10% to start). The small
+  model hands the big model the tokens it is least sure of, about that share of them: the threshold moves
+  as the answer is written to keep the share, starting from a calibration the project ships for the small
+  model where it has one. The summary says which threshold the share meant for that answer. A larger share
+  is slower and closer to the big model's text. Tick "Set a threshold instead" to fix the threshold yourself.
+- **The threshold** is the dashed line (a step line when a share moved it). Where the small model's
+  perplexity is above it, the token goes to the big model. A low threshold asks the big model more often
+  (slower, closer to the big model's text); a high one leaves more to the small model.
 - **The rule** ("How the small model judges its own token") says which number is compared with the
   threshold: how unsure the small model is of the token it chose (its perplexity, the default), how spread
   out its guesses are over every token (their entropy, in nats: 0 = one certain guess), how close its two
   best guesses are (the margin between their probabilities: 1 = certain; here the big model writes where
   the margin is *below* the line), or a learned router's predicted probability that the big model would
   choose another token. The slider and the chart switch to the chosen rule's units.
-- **What-if:** after a run, move the threshold slider, or choose another rule. The text and the chart
-  re-colour the recorded tokens to show which ones *would* have gone to the big model at the new threshold
-  or by the other rule. This re-reads the numbers the run recorded; nothing is regenerated, so it cannot
-  show how the text itself would change. Press Generate to really run that way.
+- **What-if:** after a run, move the share (or the threshold), or choose another rule. The text and the
+  chart re-colour the recorded tokens to show which ones *would* have gone to the big model at the new
+  share or threshold, or by the other rule; a share replays how its threshold would have moved, token by
+  token. This re-reads the numbers the run recorded; nothing is regenerated, so it cannot show how the
+  text itself would change. Press Generate to really run that way.
 - **Struck-through** tokens (BiLD and speculative policies) were drafted by the small model, then
   refused by the big model when it checked them. Where the small model was unsure and handed a token
   over, its own proposal is not shown in the text; hover the red token to see it.

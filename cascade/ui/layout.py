@@ -22,7 +22,7 @@ from ..serving.examples import Example, load_examples
 from . import conversation, tokens
 from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, show_turn
 from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
-                       prompt_controls, settings_controls)
+                       prompt_controls, settings_controls, share_js, shown_by)
 from .followups import ask_followup, conversation_line, followup_box
 from .generate import GENERATE_INPUTS, EngineProvider, make_compare, make_generate, stop
 from .guide import HOW_TO_READ, INTRO
@@ -170,8 +170,10 @@ def extras_column(page: Page, examples: Sequence[Example]) -> None:
 def settings_column(page: Page, router: Any) -> None:
     """The settings: who writes and how, the system message and the answer's start, and the models the
     page runs."""
-    controls, page.parts["threshold_bar"] = settings_controls(router)
+    controls, shares = settings_controls(router)
     page.inputs.update(controls)
+    page.parts.update(share=shares.share, by_threshold=shares.by_threshold, threshold_box=shares.threshold_box,
+                      threshold_bar=shares.bar)
     page.inputs.update(framing_controls())
     page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
 
@@ -262,11 +264,14 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
                                         api_visibility="private"))
     wire_conversation(page)
     wire_branches(page)
-    inputs["threshold"].change(whatif, inputs=[inputs["threshold"], run, inputs["rule"]],
-                               outputs=page.outputs(WHATIF_OUTPUTS), trigger_mode="always_last", **QUICK)
+    # A what-if: the threshold or the share (the budget) moved after a run.
+    for moved in (inputs["threshold"].change, inputs["budget"].change):
+        moved(whatif, inputs=[inputs["threshold"], run, inputs["rule"], inputs["budget"]],
+              outputs=page.outputs(WHATIF_OUTPUTS), trigger_mode="always_last", **QUICK)
+    wire_share(page)
     wire_threshold_bar(page)
     # A visitor's choice only (a link's rule is applied with its own threshold, below).
-    inputs["rule"].input(make_rule_changed(router), inputs=[inputs["rule"], run],
+    inputs["rule"].input(make_rule_changed(router), inputs=[inputs["rule"], run, inputs["budget"]],
                          outputs=[inputs["rule"], inputs["threshold"]] + page.outputs(WHATIF_OUTPUTS),
                          trigger_mode="always_last", **QUICK)
     parts["copy_link"].click(None, inputs=page.controls(GENERATE_INPUTS), outputs=[parts["link"]], js=copy_link_js(),
@@ -283,6 +288,19 @@ def clear_previous() -> tuple:
     cleared = Update(compare_html="", numbers=None, rules_box=gr.update(visible=False), rules_text="",
                      rules_chart=None)
     return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
+
+
+def wire_share(page: Page) -> None:
+    """The share's slider and the tick that chooses the threshold instead (`controls.share_controls`): in
+    the browser, they set the request's budget (the share over 100, or none); the budget set any other
+    way (a link, a fork), they follow it; the tick shows the share's slider or the threshold's box."""
+    parts, budget = page.parts, page.inputs["budget"]
+    share, by_threshold = parts["share"], parts["by_threshold"]
+    browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+    for chosen in (share.input, by_threshold.input):
+        chosen(None, inputs=[share, by_threshold], outputs=[budget], js=share_js("to_budget"), **browser)
+    budget.change(None, inputs=[budget, share], outputs=[share, by_threshold], js=share_js("from_budget"), **browser)
+    by_threshold.change(shown_by, inputs=[by_threshold], outputs=[share, parts["threshold_box"]], **QUICK)
 
 
 def wire_threshold_bar(page: Page) -> None:

@@ -6,6 +6,9 @@ kept (`PAGE_START`); `rule=entropy` chooses a deferral rule, and the threshold i
 units (its default when the link names none); a link that names no rule starts at the page's rule and
 threshold, unless it names a threshold: a link made before the page started at the margin rule left out
 the rule only when it was perplexity (`LINK_RULE_BEFORE`), so its threshold is read as perplexity;
+`budget=0.1` asks the big model for that share of the tokens (the threshold then moves as it writes); a
+link that names a threshold and no budget was made for a threshold (before the page had budgets, or with
+"Set a threshold instead" ticked), and opens with the threshold deciding (`budget` none), as it meant;
 `history=[["user","..."],["assistant","..."]]` (JSON) gives a follow-up's earlier turns, so the link asks
 its prompt as the next question of that conversation; a link longer than `conversation.LINK_LIMIT`
 characters is not offered (the run's file keeps a conversation of any length instead), and one whose
@@ -97,6 +100,8 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
             problems.append(f"{name}: {e}")
     if "rule" in values and "threshold" not in values:
         values["threshold"] = RULE_TABLE[values["rule"]].default
+    if "threshold" in query and "budget" not in query:  # a threshold's link: the threshold decides
+        values["budget"] = None
     return LinkSettings(values, problems, run=query.get("run", "").strip().lower() in ("1", "true", "yes"))
 
 
@@ -125,12 +130,13 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
 
 def copy_link_js() -> str:
     """The browser-side function of "Copy link": the page's URL with the controls' values as query
-    parameters (those at the page's start left out, but for the request, and the rule with its threshold:
-    a link read later, when the page may start elsewhere, means the same), copied to the clipboard and
+    parameters (those at the page's start left out, but for the request, the rule with its threshold, and
+    the budget where one is used: a link read later, when the page may start elsewhere, means the same; a
+    threshold's link names no budget), copied to the clipboard and
     shown; past LINK_LIMIT characters (a long conversation, or a long prompt) no link, but a sentence
     saying to download the run instead."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
-    always = json.dumps(["prompt", "mode", "policy", "rule", "threshold"])
+    always = json.dumps(["prompt", "mode", "policy", "rule", "threshold", "budget"])
     too_long = json.dumps(f"This link would be more than {LINK_LIMIT:,} characters long, too long to be "
                           f"opened reliably: {TOO_LONG_FOR_A_LINK}.")
     return f"""(...values) => {{

@@ -3,9 +3,10 @@
 The figures come from the results files the project ships in `cascade/results/` (each written by
 `python -m cascade tasks --json`), never typed by hand. For a run on the page, the sentence gives the big
 model alone's pass rate, the small one's, and the measured configuration nearest the run's (its policy,
-rule and threshold or k, from whichever shipped report measured it nearest), with that configuration's
-speed against the big model. It names the problems,
-the pair, the machine's threads and the date, and says so when the page's models are not the pair measured.
+rule and threshold or k, or, for a run that asked for a share, the share the big model wrote there; from
+whichever shipped report measured it nearest), with that configuration's speed against the big model. It
+names the problems, the pair, the machine's threads and the date, and says so when the page's models are
+not the pair measured.
 """
 
 from __future__ import annotations
@@ -58,8 +59,17 @@ def load_reports(folder: Path = RESULTS) -> tuple[Report, ...]:
     return tuple(sorted(reports, key=lambda r: -r.n_tasks))
 
 
+def _by_share(result: dict[str, Any], config: GenerationConfig) -> bool:
+    """Whether a measured configuration is compared with the config by the share of tokens the big model
+    wrote: the config asks for a share (a budget), and the configuration was measured with its rule."""
+    return config.budget is not None and result["threshold"] is not None and result.get("target_share") is not None
+
+
 def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
-    """How far a measured configuration is from the config (0: the same)."""
+    """How far a measured configuration is from the config (0: the same): by the share the big model wrote
+    against the share asked, for a config with a budget; else by threshold, or by k."""
+    if _by_share(result, config):
+        return abs(result["target_share"] - config.budget) / max(config.budget, 1e-9)
     if result["threshold"] is not None:
         return abs(result["threshold"] - config.threshold) / max(abs(config.threshold), 1e-9)
     if result["k"] is not None:
@@ -90,10 +100,12 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _setting(result: dict[str, Any]) -> str:
+def _setting(result: dict[str, Any], config: GenerationConfig | None = None) -> str:
     if result["threshold"] is not None:
         rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
-        return f"at threshold {result['threshold']:g}{rule}"
+        share = (f", where the big model wrote {_pct(result['target_share'])} of the tokens"
+                 if config is not None and _by_share(result, config) else "")
+        return f"at threshold {result['threshold']:g}{rule}{share}"
     if result["k"] is not None:
         return f"with k={result['k']}"
     return ""
@@ -125,7 +137,7 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
     else:
         result = found[1]
         same = _distance(result, config) == 0
-        setting = _setting(result)
+        setting = _setting(result, config)
         setting = (f"{setting} (the measured setting nearest yours)" if setting and not same else setting)
         words = {"cascade": "sharing", "bild": "sharing with rollback", "speculative": "speculative decoding",
                  "lookup": "prompt lookup", "lookup+draft": "lookup with the small model", "auto": "auto"}

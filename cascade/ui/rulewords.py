@@ -8,6 +8,7 @@ learned router's probability that the big model would write another token.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,16 +115,39 @@ def side(rule: Rule | str, verdict: bool) -> str:
 
 
 def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdict: bool | None,
-                 named: bool = True) -> str:
+                 named: bool = True, budget: float | None = None) -> str:
     """One line on what a what-if by `rule` decided at a position whose number was `score`. `named`:
-    say which rule (when it is not the run's own)."""
+    say which rule (when it is not the run's own); `budget`: the share that set `threshold` here, if one did."""
     rule = as_rule(rule)
     by = f" by {plain_name(rule)}" if named else ""
     if verdict is None:
         return f"what-if{by}: none here ({unscored(rule)})"
     who = "the big model" if verdict else "the small model"
-    return (f"what-if{by} at threshold {fmt_threshold(threshold)}: {WORDS[rule.name].number} "
-            f"{fmt_score(rule, score)} is {side(rule, verdict)} it, so {who} would have written this position")
+    at = (f"at threshold {fmt_threshold(threshold)}" if budget is None else
+          f"with the big model writing {share(budget)} (the threshold here: {moving_threshold(rule, threshold)})")
+    return (f"what-if{by} {at}: {WORDS[rule.name].number} {fmt_score(rule, score)} is {side(rule, verdict)} it, "
+            f"so {who} would have written this position")
+
+
+def moving_threshold(rule: Rule | str, threshold: float) -> str:
+    """A threshold a share set at one position, which may stand past every number (a share already
+    delivered, or far behind)."""
+    if math.isfinite(threshold):
+        return fmt_score(rule, threshold)
+    nobody = (threshold > 0) != as_rule(rule).below
+    return "none: the share wanted no more tokens for the big model" if nobody else \
+        "none: the share wanted every token for the big model"
+
+
+def share(budget: float) -> str:
+    """A share of the tokens as a person reads it: 10%, 12.5%, 0.5%."""
+    return f"{100 * budget:.3g}%"
+
+
+def meant(rule: Rule | str, threshold: float) -> str:
+    """A threshold in a sentence, with what it is a threshold of: "a threshold of 0.060 on the small
+    model's margin"."""
+    return f"a threshold of {fmt_score(rule, threshold)} on {WORDS[as_rule(rule).name].number}"
 
 
 def unscored(rule: Rule | str) -> str:

@@ -20,6 +20,8 @@ import gradio as gr
 from ..engine.analysis import Routing
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import Summary, TokenEvent
+from ..engine.policies import POLICY_TABLE
+from ..routing.budget import calibration_for
 from . import chart, conversation, quality, sentences, tokens
 from .conversation import Turn
 
@@ -59,6 +61,24 @@ class Run:
     # A follow-up's earlier questions and answers (`config.history` is their text, as the models read it),
     # with their runs where the page has them, so they are shown with their colours above this one.
     earlier: tuple[Turn, ...] = field(default=(), compare=False)
+    # The draft model's file that wrote it, whose calibration a share's what-if starts from, as the run's
+    # own share did (`routing.budget.calibration_for`); None where unknown.
+    draft_path: str | None = field(default=None, compare=False)
+
+    @property
+    def budget(self) -> float | None:
+        """The share of tokens the run asked of the big model, where a share set its rule's threshold
+        (a policy with a rule); None where the threshold decided."""
+        policy = POLICY_TABLE.get(self.config.policy)
+        return self.config.budget if policy is not None and policy.uses_rule else None
+
+    def prior(self, rule: str) -> Sequence[float] | None:
+        """The calibration's scores a share's threshold starts from, for `rule` in this run's mode (as the
+        engine's `tracker_for` reads them); None without a draft file or a calibration."""
+        if self.draft_path is None:
+            return None
+        calibration, _own = calibration_for(self.draft_path)
+        return calibration.prior(rule, self.config.chat) if calibration is not None else None
 
     @property
     def scoring(self) -> bool:
@@ -114,15 +134,20 @@ DOWNLOAD_OUTPUTS = ("download",)
 
 # ---- what each output shows -----------------------------------------------------------------------
 
-def pictures(run: Run, threshold: float | None = None, rule: str | None = None) -> Update:
-    """The run's text and chart: as its own rule judged it, or as `rule` (None: the run's) at `threshold`
-    would have (a what-if). A follow-up's question stands above its text; its earlier turns are a panel
-    of their own (`followups.conversation_line`)."""
+def pictures(run: Run, threshold: float | None = None, rule: str | None = None,
+             budget: float | None = None) -> Update:
+    """The run's text and chart: as its own rule judged it, or as `rule` (None: the run's) would have at
+    the share `budget` or, with none, at `threshold` (a what-if). A follow-up's question stands above its
+    text; its earlier turns are a panel of their own (`followups.conversation_line`)."""
     routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
+    shares = {"run_budget": run.budget, "budget": budget, "prior": run.prior(rule or run_rule)}
     panel = tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold, run_rule=run_rule, rule=rule,
-                              given=run.config.answer_prefix)
+                              given=run.config.answer_prefix, **shares)
+    # A share's threshold moved as the run went: its line is replayed once the run is finished.
+    line = not (run.running and run.budget is not None)
     return Update(text_html=conversation.latest_html(len(run.earlier) + 1, run.prompt, panel),
-                  chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule))
+                  chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule, run_line=line,
+                                              **shares))
 
 
 def run_update(run: Run) -> Update:
@@ -138,7 +163,8 @@ def summary_markdown(run: Run) -> str:
     if run.summary is not None:
         first = f"**{first_line(run)}**"
         if run.scoring:
-            return "  \n".join(line for line in (first, sentences.timing_sentence(run.summary),
+            return "  \n".join(line for line in (first, sentences.budget_sentence(run.summary),
+                                                 sentences.timing_sentence(run.summary),
                                                  f"*{sentences.SCORING_STEP}*") if line)
         after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
         measured = measured_quality(run)

@@ -160,12 +160,13 @@ def _numbers_table(rows: Sequence[tuple[str, str]]) -> str:
     return f'<table class="numbers">{body}</table>'
 
 
-def _chart_html(routing: Routing, run_threshold: float, run_rule: str = "perplexity") -> str:
-    """The chart as the page draws it (by the run's rule), with Plotly's JavaScript inlined."""
+def _chart_html(routing: Routing, run_threshold: float, run_rule: str = "perplexity", **shares: Any) -> str:
+    """The chart as the page draws it (by the run's rule; `shares`: its budget and the calibration's prior,
+    `chart.figure_spec`'s), with Plotly's JavaScript inlined."""
     import plotly.io
     from plotly.offline import get_plotlyjs
 
-    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold, run_rule=run_rule),
+    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold, run_rule=run_rule, **shares),
                                     validate=False)
     config = {"displaylogo": False, "responsive": True, "typesetMath": False}
     plotly_js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.I)  # none today; never any
@@ -227,14 +228,17 @@ def _earlier_section(earlier: Sequence[conversation.Turn]) -> str:
 
 def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
              models: Mapping[str, str], machine: Mapping[str, Any] | None = None,
-             comparison: Summary | None = None, created: str, earlier: Sequence[conversation.Turn] = ()) -> str:
+             comparison: Summary | None = None, created: str, earlier: Sequence[conversation.Turn] = (),
+             prior: Sequence[float] | None = None) -> str:
     """One self-contained HTML document keeping a run: its text, chart, numbers, settings and data.
 
     `summary` is None for a run stopped before it finished. `models` names the two models
     ({"draft": ..., "target": ...}: file names or Hub repo/filename, never this machine's paths);
     `machine` is {"cpu", "cores", "threads"} (see `machine_info`); `comparison` is the big model
     alone's Summary for the same request, if it was run; `created` is the date and time to show;
-    `earlier`: a follow-up's earlier questions and answers (`conversation.Turn`), shown before its own.
+    `earlier`: a follow-up's earlier questions and answers (`conversation.Turn`), shown before its own;
+    `prior`: for a run whose share (a budget) set its threshold, the calibration's scores that share started
+    from (`Run.prior`), so that the chart draws the threshold it moved (without it, as if from none).
     """
     # A prompt may hold lone surrogates (a Python str can, UTF-8 cannot): they become '?', as the
     # engine itself reads them.
@@ -243,6 +247,8 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
     earlier = tuple(earlier) or conversation.turns_of(config.history)
     routing = Routing(events)
     run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
+    policy = POLICY_TABLE.get(config.policy)
+    shares = {"run_budget": config.budget if policy is not None and policy.uses_rule else None, "prior": prior}
     record = run_record(prompt, config, events, summary, models=models, machine=machine,
                         comparison=comparison, created=created, earlier=earlier)
     data = _script_safe(json.dumps(record, ensure_ascii=False, allow_nan=False))
@@ -278,10 +284,10 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <section class="cascade-prompt"><h2>{"The follow-up question" if earlier else "The prompt"}</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
-{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule, given=config.answer_prefix)}
+{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule, given=config.answer_prefix, **shares)}
 </section>
 <section class="cascade-chart-section"><h2>How unsure the small model was</h2>
-{_chart_html(routing, config.threshold, run_rule)}
+{_chart_html(routing, config.threshold, run_rule, **shares)}
 </section>
 {numbers}
 {compare}
@@ -310,7 +316,7 @@ def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
     models = run.models or ModelConfig()
     path.write_text(run_html(run.prompt, run.config, run.events, run.summary, models=model_names(models),
                              machine=machine_info(models), comparison=run.comparison, created=now(),
-                             earlier=run.earlier), encoding="utf-8")
+                             earlier=run.earlier, prior=run.prior(run.config.rule)), encoding="utf-8")
     for old in sorted(folder.glob("cascade-run-*.html"), key=lambda p: p.stat().st_mtime)[:-KEEP_RUN_FILES]:
         old.unlink(missing_ok=True)
     return path

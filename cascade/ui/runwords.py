@@ -26,11 +26,12 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
         rule = RULE_TABLE.get(config.rule)
         if rule is not None:
             rows.append(("How the small model judged its own token", f"{rule.label}: {rule.description}"))
-        number = f"{rulewords.WORDS[rule.name].number} of it" if rule and rule.name != "perplexity" else None
-        rows.append(("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the "
-                                  f"small model's perplexity of it is above this" if number is None else
-                     f"{fmt_threshold(config.threshold)}: the big model writes a token when {number} is "
-                     f"{'below' if rule.below else 'above'} this"))
+        if config.budget is not None:
+            rows.append(("How much the big model writes", f"{rulewords.share(config.budget)} of the tokens, asked: "
+                                                          f"the threshold moved as the answer was written to "
+                                                          f"keep that share (the summary says which it meant)"))
+        else:
+            rows.append(_threshold_row(config))
     if "k" in reads:
         rows.append(("k", f"{config.k} tokens proposed at most per check by the big model" if policy.looks_up
                      else f"{config.k} tokens drafted by the small model per check by the big model"))
@@ -62,6 +63,17 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
     if config.stop:
         rows.append(("Stop strings", ", ".join(repr(s) for s in config.stop)))
     return rows
+
+
+def _threshold_row(config: GenerationConfig) -> tuple[str, str]:
+    """The threshold a run's rule was held to, in words."""
+    rule = RULE_TABLE.get(config.rule)
+    number = f"{rulewords.WORDS[rule.name].number} of it" if rule and rule.name != "perplexity" else None
+    if number is None:
+        return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the small "
+                             f"model's perplexity of it is above this")
+    return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when {number} is "
+                         f"{'below' if rule.below else 'above'} this")
 
 
 def about_rows(models: Mapping[str, str], machine: Mapping[str, Any] | None, created: str) -> list[tuple[str, str]]:

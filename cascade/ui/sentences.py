@@ -43,10 +43,14 @@ def summary_sentence(summary: Summary, alone_s: float | None = None, measured: b
         return (f"The big model wrote all {n} tokens itself (red): this was the big model alone. It took "
                 f"{_seconds(summary.wall_s)}.")
     copied = _copied(summary.n_lookup_tokens)
+    asked = f" (you asked for {rulewords.share(summary.budget)})" if summary.budget is not None else ""
     if t == 0 and summary.target.calls == 0:
-        who = f"The big model wrote 0 of {n} tokens: this was the small model alone{copied}."
+        who = f"The big model wrote 0 of {n} tokens{asked}: this was the small model alone{copied}."
     elif t == 0:
-        who = f"The big model wrote 0 of {n} tokens{copied}: it checked the small model's and kept them all."
+        who = f"The big model wrote 0 of {n} tokens{asked}{copied}: it checked the small model's and kept them all."
+    elif summary.budget is not None:
+        who = (f"The big model wrote {t} of {n} tokens (red: {_share(t / n)}; you asked for "
+               f"{rulewords.share(summary.budget)}){copied}.")
     else:
         who = f"The big model wrote {t} of {n} tokens (red){copied}."
     took = f"This took {_seconds(summary.wall_s)}"
@@ -60,6 +64,16 @@ def summary_sentence(summary: Summary, alone_s: float | None = None, measured: b
 
 
 SCORING_STEP = "Finished. The big model is reading the answer to score it…"
+
+
+def budget_sentence(summary: Summary) -> str | None:
+    """For a run whose share (a budget) set its rule's threshold: which threshold that share meant for
+    this answer, in the rule's units; None for a run the threshold decided, or one with no position judged."""
+    if summary.budget is None or summary.budget_threshold is None or summary.rule not in RULE_TABLE:
+        return None
+    return (f"For this answer, {rulewords.share(summary.budget)} meant "
+            f"{rulewords.meant(summary.rule, summary.budget_threshold)} (the middle value: the threshold moved "
+            f"as the answer was written, to keep the share).")
 
 
 def timing_sentence(summary: Summary) -> str:
@@ -119,6 +133,9 @@ def _how_it_went(summary: Summary) -> str:
     if summary.rule in RULE_TABLE:
         parts.append(f"Each of the small model's tokens was judged by {rulewords.plain_name(summary.rule)} "
                      f"({rulewords.WORDS[summary.rule].does}).")
+    if summary.budget is not None and summary.budget_source:
+        parts.append(f"To keep the big model near {rulewords.share(summary.budget)} of the tokens, the threshold "
+                     f"moved as the answer was written (its starting point: {summary.budget_source}).")
     return " ".join(parts)
 
 
@@ -126,8 +143,8 @@ def summary_lines(summary: Summary) -> list[str]:
     """Everything under a finished run's first line, a line each: its time and speed, what the big model's
     scoring found, how it went."""
     timing = timing_sentence(summary)
-    return [line for line in (f"{timing} {speed_sentence(summary)}".strip(), scoring_sentence(summary),
-                              _how_it_went(summary)) if line]
+    return [line for line in (budget_sentence(summary), f"{timing} {speed_sentence(summary)}".strip(),
+                              scoring_sentence(summary), _how_it_went(summary)) if line]
 
 
 def summary_details(summary: Summary) -> str:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
-from ..engine.analysis import Routing, Slot, as_rule
+from ..engine.analysis import Decision, Routing, Slot, WhatIf, as_rule, asked_decision
 from ..engine.events import TokenEvent
 from ..routing.rules import Rule
 from . import rulewords
@@ -170,17 +170,18 @@ def _run_look(slot: Slot) -> tuple[str, str]:
     return "tok draft", ""
 
 
-def _whatif_look(slot: Slot, threshold: float, rule: Rule, named: bool) -> tuple[str, str, str]:
-    """(class, style, hover line) of a token re-coloured at a what-if threshold by `rule` (`named`: say
-    which rule, when it is not the run's)."""
-    verdict = slot.would_escalate(threshold, rule)
-    words = rulewords.whatif_words(rule, slot.score(rule), threshold, verdict, named)
+def _whatif_look(slot: Slot, whatif: WhatIf, index: int, named: bool) -> tuple[str, str, str]:
+    """(class, style, hover line) of the token at `index` of the slots, re-coloured by a what-if (`named`:
+    say which rule, when it is not the run's)."""
+    verdict, rule = whatif.verdicts[index], whatif.rule
+    words = rulewords.whatif_words(rule, slot.score(rule), whatif.thresholds[index], verdict, named,
+                                   whatif.decision.budget)
     if verdict is None:
         return "tok nowhatif", _NO_WHATIF_STYLE, words
     return ("tok red whatif-target", _WHATIF_RED_STYLE, words) if verdict else ("tok whatif-draft", "", words)
 
 
-def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str = "perplexity",
+def tokens_html(routing: Routing, whatif: float | WhatIf | None = None, rule: Rule | str = "perplexity",
                 run_rule: Rule | str = "perplexity", given: str = "") -> str:
     """The generated text, one span per token, red where the target wrote it, purple where prompt lookup
     copied it from earlier in the text (and the target checked it).
@@ -189,14 +190,17 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
     Escalated draft tokens are not shown inline (a cascade escalates often and the text would become
     hard to read): the red token that replaced one says in its hover what the draft had proposed.
 
-    With `whatif`, red instead marks the positions `rule` would have sent to the big model at that
-    threshold, by the draft's recorded reading (perplexity above it, by the seed's rule); positions
-    without the rule's number are grey. Hovers name the run's rule's number, `run_rule`.
+    With `whatif` (a threshold for `rule`, or a `WhatIf`: a threshold or a budget, by its own rule), red
+    instead marks the positions that would have gone to the big model, by the draft's recorded reading
+    (perplexity above the threshold, by the seed's rule); positions without the rule's number are grey.
+    Hovers name the run's rule's number, `run_rule`.
 
     `given`: the answer's start given in the request, drawn grey before the tokens. Fenced code (which
     `given` may open) is a monospace block (`_laid_out`).
     """
     rule, run_rule = as_rule(rule), as_rule(run_rule)
+    if whatif is not None and not isinstance(whatif, WhatIf):
+        whatif = routing.at_threshold(whatif, rule)
     pieces: list[tuple[str, Callable[[str], str]]] = []
     if given:
         pieces.append((given, given_html))
@@ -211,7 +215,7 @@ def tokens_html(routing: Routing, whatif: float | None = None, rule: Rule | str 
         if whatif is None:
             cls, style = _run_look(slot)
         else:
-            cls, style, words = _whatif_look(slot, whatif, rule, named=rule != run_rule)
+            cls, style, words = _whatif_look(slot, whatif, routing.index_of[id(event)], named=whatif.rule != run_rule)
             title += "\n" + words
         pieces.append((event.text, partial(_span, title=title, cls=cls, style=style,
                                            alternatives=alternatives_data(event))))
@@ -222,20 +226,22 @@ def _as_is(markup: str, _text: str) -> str:
     return markup
 
 
-def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity", given: bool = False) -> str:
+def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity", given: bool = False,
+                by_share: bool = False) -> str:
     """What the colours mean; `lookup`: the run has tokens prompt lookup proposed; `rule`: the what-if's;
-    `given`: the answer starts with given text."""
+    `given`: the answer starts with given text; `by_share`: the what-if is a share's (a budget's)."""
     red = f'<span style="{RED_STYLE}">red</span>'
     struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
     start = (f'<span class="legend-given" style="{GIVEN_STYLE}">grey background</span> = given: the answer\'s '
              f'start, written by neither model · ' if given else "")
-    return start + _legend_rest(whatif, lookup, rule, red, struck)
+    return start + _legend_rest(whatif, lookup, rule, red, struck, by_share)
 
 
-def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck: str) -> str:
+def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck: str, by_share: bool = False) -> str:
     if whatif:
         why = "no router scored it" if as_rule(rule).name == "learned" else "the small model did not score it"
-        return (f"{red} = <b>would</b> have gone to the big model at the what-if threshold · plain = would have "
+        at = "with the what-if share" if by_share else "at the what-if threshold"
+        return (f"{red} = <b>would</b> have gone to the big model {at} · plain = would have "
                 f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
                 f"({why}) · {struck} = refused by the big model in the real run")
     copied = (f' · <span class="legend-lookup" style="{LOOKUP_STYLE}">purple</span> = {LOOKUP}' if lookup else "")
@@ -245,20 +251,25 @@ def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck:
 
 
 def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None,
-               run_rule: str = "perplexity", rule: str | None = None, given: str = "") -> str:
-    """The whole text box: a legend, the what-if banner when the threshold or the rule differs from the
-    run's, the answer prefix if the request `given` one, and the tokens. `run_rule`: the rule the run was
-    judged by; `rule`: the what-if's (None: the run's)."""
-    rule = rule or run_rule
-    threshold = run_threshold if threshold is None and rule != run_rule else threshold
-    whatif = routing.whatif_threshold(run_threshold, threshold, run_rule, rule)
-    asked = Routing.whatif_asked(run_threshold, threshold, run_rule, rule)
-    banner = whatif_banner(routing, run_threshold, threshold, run_rule, rule) if asked else ""
-    body = tokens_html(routing, whatif=whatif, rule=rule, run_rule=run_rule, given=given)
+               run_rule: str = "perplexity", rule: str | None = None, given: str = "",
+               run_budget: float | None = None, budget: float | None = None,
+               prior: Sequence[float] | None = None) -> str:
+    """The whole text box: a legend, the what-if banner when what the controls ask differs from what the
+    run did, the answer prefix if the request `given` one, and the tokens. The run was judged by
+    `run_rule`, at `run_threshold` or, with `run_budget`, at the thresholds that share set; the what-if
+    asks `rule` (None: the run's) at `threshold`, or, with `budget`, at the thresholds that share would
+    set (replayed from the calibration's `prior`: `analysis.Routing.whatif`)."""
+    run = Decision(run_rule, run_threshold, run_budget)
+    asked = asked_decision(run, threshold, rule, budget)
+    whatif = routing.whatif(asked, prior) if asked is not None else None
+    banner = whatif_banner(routing, run, asked, whatif) if asked is not None else ""
+    shown = whatif.decision.rule if whatif is not None else run_rule
+    by_share = whatif is not None and whatif.decision.budget is not None
+    body = tokens_html(routing, whatif=whatif, rule=shown, run_rule=run_rule, given=given)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
-            f'data-rule="{html.escape(rule if whatif is not None else run_rule)}">'
+            f'data-rule="{html.escape(shown)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
-            f'{legend_html(whatif is not None, routing.has_lookup, rule, bool(given))}</div>'
+            f'{legend_html(whatif is not None, routing.has_lookup, shown, bool(given), by_share)}</div>'
             f'{banner}<div class="cascade-text" style="{TEXT_STYLE}">{body}</div></div>')
 
 
@@ -269,43 +280,80 @@ def message_panel(message: str, kind: str = "info") -> str:
             f'border-color:{colour};color:{colour if kind == "error" else "inherit"}">{html.escape(message)}</div>')
 
 
-def whatif_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str = "perplexity",
-                  rule: str | None = None) -> str:
-    style = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
-             "background:rgba(255,170,0,.10);font-size:.92em")
-    rule = rule or run_rule
-    if rule != run_rule and routing.has_whatif and not routing.scored_by(rule):
+_BANNER_STYLE = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
+                 "background:rgba(255,170,0,.10);font-size:.92em")
+_REREAD = ("nothing was regenerated, and after the first changed token a real run would write different text")
+
+
+def _banner(text: str, what_if: bool = True) -> str:
+    head = "<b>What-if.</b> " if what_if else ""
+    return f'<div class="whatif-banner" style="{_BANNER_STYLE}">{head}{html.escape(text)}</div>'
+
+
+def whatif_banner(routing: Routing, run: Decision, asked: Decision, whatif: WhatIf | None) -> str:
+    """The banner over a what-if (`asked`, of a run `run` decided): what it would have changed, or why
+    there is none."""
+    rule = asked.rule
+    if rule != run.rule and routing.has_whatif and whatif is None:
         text = (f"No what-if by {rulewords.plain_name(rule)} for this run: "
                 + ("no router scored its tokens (none was loaded when it ran)." if rule == "learned"
                    else f"the small model recorded no {rule} for its tokens.")
                 + " The text shows the run as it happened.")
-        return f'<div class="whatif-banner" style="{style}">{html.escape(text)}</div>'
-    if rule != run_rule:
-        return _rule_banner(routing, run_threshold, threshold, run_rule, rule, style)
-    if not routing.has_whatif:
+        return _banner(text, what_if=False)
+    if whatif is None:
         wrote = "wrote or checked" if routing.has_lookup else "wrote"
         text = (f"No what-if for this run: the small model did not score these tokens (the big model {wrote} "
                 f"them all). Generate with another policy to see one.")
-        return f'<div class="whatif-banner" style="{style}">{html.escape(text)}</div>'
-    would, scored, total = routing.whatif_counts(threshold)
-    text = (f"At threshold {fmt_threshold(threshold)} (this run used {fmt_threshold(run_threshold)}), "
+        return _banner(text, what_if=False)
+    if asked.budget is not None or run.budget is not None:
+        return _banner(_budget_banner_text(routing, run, whatif))
+    if rule != run.rule:
+        return _rule_banner(routing, run.threshold, asked.threshold, run.rule, rule)
+    would, scored, total = whatif.counts
+    text = (f"At threshold {fmt_threshold(asked.threshold)} (this run used {fmt_threshold(run.threshold)}), "
             f"{would} of {scored} tokens would have gone to the big model, against {routing.n_by_target} of "
             f"{total} in the real run. This re-reads the perplexities the small model recorded in this run; "
-            f"nothing was regenerated, and after the first changed token a real run would write different "
-            f"text. Press Generate to run at this threshold.")
-    return f'<div class="whatif-banner" style="{style}"><b>What-if.</b> {html.escape(text)}</div>'
+            f"{_REREAD}. Press Generate to run at this threshold.")
+    return _banner(text)
 
 
-def _rule_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str, rule: str,
-                 style: str) -> str:
-    """The banner of a what-if by another rule than the run's."""
+def _rule_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str, rule: str) -> str:
+    """The banner of a what-if by another rule than the run's, each at a threshold."""
     would, scored, total = routing.whatif_counts(threshold, rule)
     unscored = (f" ({total - scored} tokens have no {rule} score and stay grey)" if scored < total else "")
     text = (f"By {rulewords.plain_name(rule)} at threshold {fmt_threshold(threshold)} "
             f"(a token goes to the big model when {rulewords.when(rule)}; this run used "
             f"{rulewords.plain_name(run_rule)} at {fmt_threshold(run_threshold)}), {would} of {scored} tokens "
             f"would have gone to the big model{unscored}, against {routing.n_by_target} of {total} in the real "
-            f"run. This re-reads what the small model recorded in this run; nothing was regenerated, and after "
-            f"the first changed token a real run would write different text. Press Generate to run with this "
-            f"rule and threshold.")
-    return f'<div class="whatif-banner" style="{style}"><b>What-if.</b> {html.escape(text)}</div>'
+            f"run. This re-reads what the small model recorded in this run; {_REREAD}. Press Generate to run "
+            f"with this rule and threshold.")
+    return _banner(text)
+
+
+def _budget_banner_text(routing: Routing, run: Decision, whatif: WhatIf) -> str:
+    """The banner of a what-if where a share (a budget) chose, or chooses, the positions: what was asked,
+    what the run did, what would have changed."""
+    asked, rule = whatif.decision, whatif.decision.rule
+    other = rule != run.rule
+    if asked.budget is not None:
+        what = f"{'By ' + rulewords.plain_name(rule) + ', w' if other else 'W'}ith the big model writing " \
+               f"{rulewords.share(asked.budget)} of the tokens"
+        again = "with this share"
+    else:
+        what = (f"{'By ' + rulewords.plain_name(rule) + ' at' if other else 'At'} threshold "
+                f"{fmt_threshold(asked.threshold)}")
+        again = "with this rule and threshold" if other else "at this threshold"
+    run_rule = f" by {rulewords.plain_name(run.rule)}" if other else ""
+    did = (f"this run asked for {rulewords.share(run.budget)}{run_rule}" if run.budget is not None else
+           f"this run used {rulewords.plain_name(run.rule)} at {fmt_threshold(run.threshold)}" if other else
+           f"this run used threshold {fmt_threshold(run.threshold)}")
+    would, scored, total = whatif.counts
+    unscored = f" ({total - scored} tokens have no {rule} score and stay grey)" if scored < total else ""
+    span = whatif.span if asked.budget is not None else None
+    moved = ("" if span is None else
+             f"; the threshold stayed at {rulewords.fmt_score(rule, span[0])}" if span[0] == span[1] else
+             f"; the threshold moved as the answer went, from {rulewords.fmt_score(rule, span[0])} to "
+             f"{rulewords.fmt_score(rule, span[1])}")
+    return (f"{what} ({did}), {would} of {scored} tokens would have gone to the big model{unscored}, against "
+            f"{routing.n_by_target} of {total} in the real run{moved}. This re-reads what the small model "
+            f"recorded in this run; {_REREAD}. Press Generate to run {again}.")

@@ -1,8 +1,10 @@
-"""What-if: a finished run re-coloured for another threshold or another rule, without running the models.
+"""What-if: a finished run re-coloured for another share, threshold or rule, without running the models.
 
-Moving the threshold slider, or choosing another rule in its dropdown, redraws the recorded run as if
-that rule, at that threshold, had decided where the big model steps in (`run.pictures`). Choosing a
-rule also gives the slider that rule's range, step and default (`rulewords.slider_props`).
+Moving the share's slider (the budget), or the threshold's, or choosing another rule in its dropdown,
+redraws the recorded run as if that rule, at that share or threshold, had decided where the big model
+steps in (`run.pictures`): a share by replaying its threshold over the run's positions, as the engine
+would have moved it. Choosing a rule also gives the threshold's slider that rule's range, step and
+default (`rulewords.slider_props`).
 """
 
 from __future__ import annotations
@@ -17,28 +19,33 @@ from .controls import RouterSource, current_router, trained_on
 from .run import WHATIF_OUTPUTS, Run, Update, pictures
 
 
-def whatif_update(threshold: Any, run: Run | None, rule: Any = None) -> Update:
-    """The recorded run re-coloured for another threshold, or another rule (None: the run's) at that
-    threshold; during a run, or for a value no rule reads, the page is left alone."""
+def whatif_update(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> Update:
+    """The recorded run re-coloured for another share (`budget`, 0 to 1), or, with none, another
+    threshold, by another rule (None: the run's); during a run, or for a value no rule reads, the page is
+    left alone."""
     if run is None or run.running or not run.events:
         return Update()
     try:
         threshold = float(threshold)
+        budget = None if budget is None or budget == "" else float(budget)
     except (TypeError, ValueError):
         return Update()
-    return pictures(run, threshold, rule if rule in RULE_TABLE else run.config.rule)
+    if budget is not None and not (0.0 <= budget <= 1.0):
+        return Update()
+    return pictures(run, threshold, rule if rule in RULE_TABLE else run.config.rule, budget)
 
 
-def whatif(threshold: Any, run: Run | None, rule: Any = None) -> tuple:
-    """Re-colour the recorded run for another threshold (and rule); during a run, leave the page alone."""
-    return whatif_update(threshold, run, rule).values(WHATIF_OUTPUTS)
+def whatif(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> tuple:
+    """Re-colour the recorded run for another share or threshold (and rule); during a run, leave the page
+    alone."""
+    return whatif_update(threshold, run, rule, budget).values(WHATIF_OUTPUTS)
 
 
-def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None) -> tuple:
+def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None, budget: Any = None) -> tuple:
     """The visitor chose another rule: the threshold slider takes that rule's range, step, label and
     default (the run's own threshold when it is the run's own rule, so the page shows the run again),
     the line under the dropdown says what the rule reads, and a finished run is re-coloured by the rule
-    at that threshold (a what-if)."""
+    at the share (`budget`) or, with none, at that threshold (a what-if)."""
     if rule not in RULE_TABLE:
         return (gr.skip(), gr.skip()) + Update().values(WHATIF_OUTPUTS)
     props = rulewords.slider_props(rule)
@@ -46,12 +53,12 @@ def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None) -> t
         props["value"] = run.config.threshold
     slider = gr.update(**props)
     info = gr.update(info=rulewords.rule_info(rule, trained_on))
-    return (info, slider) + whatif_update(props["value"], run, rule).values(WHATIF_OUTPUTS)
+    return (info, slider) + whatif_update(props["value"], run, rule, budget).values(WHATIF_OUTPUTS)
 
 
 def make_rule_changed(router: RouterSource | None = None):
     """`rule_changed`, its help naming the pair the page's router (if any) was trained on now."""
-    def changed(rule: Any, run: Any) -> tuple:
-        return rule_changed(rule, run, trained_on(current_router(router)))
+    def changed(rule: Any, run: Any, budget: Any = None) -> tuple:
+        return rule_changed(rule, run, trained_on(current_router(router)), budget)
 
     return changed
