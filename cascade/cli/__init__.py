@@ -12,10 +12,11 @@ import sys
 from typing import Sequence
 
 from ..engine.models import ModelError
-from . import bench, generate, load, routers, serve, side_by_side, tasks
+from . import bench, calibrate, generate, load, routers, serve, side_by_side, tasks
 from .shared import Command
 
-COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *routers.COMMANDS, *tasks.COMMANDS,
+COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *routers.COMMANDS, *calibrate.COMMANDS,
+                                 *tasks.COMMANDS,
                                  *serve.COMMANDS, *side_by_side.COMMANDS, *load.COMMANDS)
 
 
