@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Where cascade's time goes at a 10% share (a budget of 0.1, margin and perplexity) against the target and
 the draft alone, on the last four code prompts of examples/budget/code.jsonl, in turn: each model's calls and
 seconds, the target's call sizes, the time choosing who writes, and the cost model's prediction from the

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             out.write("\n")
             print(describe(event), file=sys.stderr)
     if args.save is not None:
-        save_run(args.save, args.prompt, config, events, summary, models)
+        save_run(args.save, args.prompt, config, events, summary, models, engine.pair.draft_path)
         if not args.json:
             print(f"[run saved to {args.save}]", file=sys.stderr)
     return 0
@@ -89,13 +89,18 @@ def describe_budget(summary: Summary) -> str:
 
 
 def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
-             models: ModelConfig) -> None:
+             models: ModelConfig, draft_path: Path | None = None) -> None:
     """Write the run as one self-contained HTML file (`cascade.ui.runfile`), with the big model's
-    alternatives from the Summary's scoring pass where it read a position only then, as the page keeps them."""
+    alternatives from the Summary's scoring pass where it read a position only then, as the page keeps them;
+    for a run with a budget, the chart's moving threshold starts from the draft file's calibration, as the
+    engine's did."""
+    from ..routing.budget import calibration_for
     from ..ui.runfile import machine_info, model_names, now, run_html
 
+    calibration = calibration_for(draft_path)[0] if draft_path is not None and config.budget is not None else None
+    prior = calibration.prior(config.rule, config.chat) if calibration is not None else None
     document = run_html(prompt, config, complete_events(events, summary), summary, models=model_names(models),
-                        machine=machine_info(models), created=now())
+                        machine=machine_info(models), created=now(), prior=prior)
     try:
         path.write_text(document, encoding="utf-8")
     except OSError as e:
