@@ -10,8 +10,16 @@ import pytest
 
 from cascade import GenerationConfig
 from cascade.engine.events import Summary
-from cascade.routing.budget import (LEVELS, BudgetTracker, Calibration, calibrate, calibration_for, fingerprint,
-                                    replay, tracker_for)
+from cascade.routing.budget import (
+    LEVELS,
+    BudgetTracker,
+    Calibration,
+    calibrate,
+    calibration_for,
+    fingerprint,
+    replay,
+    tracker_for,
+)
 from cascade.routing.rules import RULE_TABLE
 
 from .helpers import engine_for
@@ -91,7 +99,7 @@ def test_a_draft_file_is_recognised_by_its_content_not_its_name(tmp_path, toy, m
     folder = tmp_path / "calibrations"
     folder.mkdir()
     ours.save(folder / "b-toy.json"), theirs.save(folder / "a-other.json")
-    import cascade.routing.budget as budget
+    from cascade.routing import budget
 
     monkeypatch.setattr(budget, "CALIBRATIONS", folder)
     budget.shipped.cache_clear(), budget.calibration_for.cache_clear()

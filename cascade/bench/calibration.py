@@ -13,15 +13,16 @@ the big model wrote in each: the budget's promise, measured.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from ..engine.analysis import slots
 from ..engine.config import GenerationConfig
 from ..engine.events import Summary, TokenEvent
-from ..routing.budget import Calibration, calibrate as quantiles_of, fingerprint
+from ..routing.budget import Calibration, fingerprint
+from ..routing.budget import calibrate as quantiles_of
 from ..routing.rules import RULES
 from ..serving.examples import PromptItem
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class Calibration:
     positions: Mapping[str, int]  # positions read, per mode
 
     @classmethod
-    def load(cls, path: Path) -> "Calibration":
+    def load(cls, path: Path) -> Calibration:
         d = json.loads(Path(path).read_text())
         return cls(d["name"], d["fingerprint"], d["text"], d["quantiles"], d["positions"])
 
@@ -106,7 +106,7 @@ def calibrate(scores: Mapping[str, Mapping[str, Iterable[float]]], name: str, fi
     return Calibration(name, fingerprint, text, quantiles, positions)
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped() -> tuple[Calibration, ...]:
     """The calibrations that ship with the project."""
     return tuple(Calibration.load(p) for p in sorted(CALIBRATIONS.glob("*.json")))
