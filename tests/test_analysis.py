@@ -52,10 +52,11 @@ def test_routing_reads_who_wrote_each_position_once():
 
 def test_a_what_if_needs_another_threshold_and_a_run_the_draft_scored():
     assert Routing(CASCADE).has_whatif and Routing(SPECULATIVE).has_whatif and not Routing(TARGET_ONLY).has_whatif
-    assert Routing(CASCADE).whatif_threshold(5.0, 2.5) == 2.5
-    assert Routing(CASCADE).whatif_threshold(5.0, 5.0) is None  # the run's own threshold: the run as it was
-    assert Routing(CASCADE).whatif_threshold(5.0, None) is None
-    assert Routing(TARGET_ONLY).whatif_threshold(5.0, 2.5) is None  # nothing to re-read
+    run = Decision("perplexity", 5.0)
+    assert Routing(CASCADE).whatif(asked_decision(run, 2.5)).counts == Routing(CASCADE).whatif_counts(2.5)
+    assert asked_decision(run, 5.0) is None  # the run's own threshold: the run as it was
+    assert asked_decision(run, None) is None
+    assert Routing(TARGET_ONLY).whatif(asked_decision(run, 2.5)) is None  # nothing to re-read
 
 
 def test_an_empty_run_has_no_positions_and_no_what_if():

@@ -198,23 +198,9 @@ class Routing:
         """Whether prompt lookup proposed any token of this run (kept or not)."""
         return any(e.source == "lookup" for e in self.events)
 
-    @staticmethod
-    def whatif_asked(run_threshold: float, threshold: float | None, run_rule: str = "perplexity",
-                     rule: str | None = None) -> bool:
-        """Whether a what-if was asked for: a threshold, or a rule, other than the run's."""
-        return (threshold is not None and threshold != run_threshold) or (rule is not None and rule != run_rule)
-
-    def whatif_threshold(self, run_threshold: float, threshold: float | None, run_rule: str = "perplexity",
-                         rule: str | None = None) -> float | None:
-        """The threshold to re-colour by: `threshold` if a what-if was asked for and the run has
-        positions with the rule's number; otherwise None (show the run as it happened)."""
-        asked = self.whatif_asked(run_threshold, threshold, run_rule, rule)
-        return threshold if asked and threshold is not None and self.scored_by(rule or run_rule) else None
-
     def whatif_counts(self, threshold: float, rule: Rule | str = "perplexity") -> tuple[int, int, int]:
         """(positions that would go to the target, positions with the rule's number, all positions)."""
-        verdicts = [s.would_escalate(threshold, rule) for s in self.slots]
-        return sum(v is True for v in verdicts), sum(v is not None for v in verdicts), len(self.slots)
+        return self.at_threshold(threshold, rule).counts
 
     def at_threshold(self, threshold: float, rule: Rule | str = "perplexity") -> WhatIf:
         """Who would have written each position had `rule` chosen at `threshold` (None where a position
