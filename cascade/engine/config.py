@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..routing.rules import RULE_TABLE, RULES, Rule
-from .policies import POLICIES, POLICY_TABLE
+from .policies import POLICIES, POLICY_TABLE, SPANS
 
 # Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B. The draft is Q4_0, not the
 # seed's Q4_K_M: on a CPU it is faster (llama-bench, 2 threads: 1.21x writing, 1.5-1.7x in batches), and
@@ -102,6 +102,13 @@ class GenerationConfig:
     budget: float | None = _opt(None, "the share of tokens the big model should write, 0 to 1 (0.1: one in ten); "
                                 "set, the engine moves the rule's threshold as it writes to deliver it, and "
                                 "threshold is not used", type=float, min=0.0, max=1.0, api="cascade")
+    # How much the target writes once a position is escalated (`loop.py`, "span"): the seed's one token; a span
+    # that goes on while the target itself is unsure of what it wrote ("sure": its probability of its token
+    # under SURE); or the rest of the line ("line"). A span is at most SPAN_MAX tokens, and its tokens count
+    # against a budget as the target's.
+    span: str = _opt("token", "cascade, bild: what the target writes once the rule escalates a position: token (that "
+                     "one), sure (on until it is sure of its own token), line (on to the end of the line)",
+                     choices=SPANS, api="cascade", page=False)
     # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
     k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32, api="cascade")
     # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
@@ -163,6 +170,8 @@ class GenerationConfig:
         for f in dataclasses.fields(self):
             _check_value(f, getattr(self, f.name))
         self.deferral.check(self.threshold)
+        if self.span not in SPANS:
+            raise ValueError(f"unknown span {self.span!r}; choose one of {', '.join(SPANS)}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
         if self.history and not self.chat:

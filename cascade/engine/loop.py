@@ -35,7 +35,7 @@ from .events import Alternatives, Event, Source, Status, StopReason, TokenEvent,
 from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
-from .policies import POLICY_TABLE, Check, Mode
+from .policies import POLICY_TABLE, Check, Mode, span_goes_on
 from .recorder import Recorder
 from .sampling import Sampler, Sampling, one_hot, token_logprob, token_perplexity
 from .scoring import View, score
@@ -79,6 +79,7 @@ class Generation:
         self.room = min(config.max_tokens, pair.config.n_ctx - len(self.prompt))
         self.out: list[int] = []
         self.pending: list[Proposal] = []
+        self.span = 0  # tokens the target has written since the rule escalated, while its span goes on (0: none)
         # The target's view of output positions it scored while writing (`scoring.View`).
         self.target_seen: dict[int, View] = {}
         self.text = TextAssembler(config.stop)
@@ -110,8 +111,8 @@ class Generation:
                 yield from self.target_turn()  # the target checks the copied tokens
                 return
         policy = self.mode.policy
-        if not policy.drafts:
-            yield from self.target_turn()  # the target writes one token alone
+        if not policy.drafts or self.span:
+            yield from self.target_turn()  # the target writes one token alone (or on in an escalated span)
             return
         proposal = self.draft_one()
         doubtful = self.judge.doubtful(proposal.reading)
@@ -214,9 +215,23 @@ class Generation:
         scored = at is not None and at.draft_logits is not None
         draft_ppl = token_perplexity(at.draft_logits, token) if scored else None
         self.target_seen[len(self.out)] = (token_logprob(rows[kept], token), int(np.argmax(rows[kept])) == token)
+        in_span = self.span > 0
         yield from self.emit(token, "target", draft_ppl, token_perplexity(rows[kept], token),
                              at.reading if scored else None, draft_top=at.draft_top if scored else None,
                              target_top=self.top(rows[kept]))
+        self.follow_span(escalated is not None or in_span, token, rows[kept])
+
+    def follow_span(self, escalating: bool, token: int, row: np.ndarray) -> None:
+        """After the target wrote a token: whether it writes the next one too (`policies.span_goes_on`). A
+        span's tokens after the escalated one count against a budget as the target's."""
+        if not escalating or not self.mode.policy.escalates:
+            self.span = 0
+            return
+        if self.span:
+            self.judge.taken()
+        written = self.span + 1
+        p_target = math.exp(token_logprob(row, token))
+        self.span = written if span_goes_on(self.config.span, written, p_target, self.pair.piece(token)) else 0
 
     # ---- output -----------------------------------------------------------------------------------
 

@@ -37,6 +37,26 @@ if TYPE_CHECKING:
 OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool, bool], Iterator["Event"]]
 
 
+# The escalation grain (`GenerationConfig.span`): once the rule escalates a position, the target writes it and,
+# for a span, goes on writing while the span lasts, the draft silent. "sure": while the target's probability of
+# the token it wrote is under SURE (a round 90%, chosen before any measurement: where the big model is unsure
+# too, the text is hard, and the small model would likely be worse). "line": to the end of the line (code's
+# unit). Never more than SPAN_MAX tokens at once.
+SPANS = ("token", "sure", "line")
+SURE = 0.9
+SPAN_MAX = 16
+
+
+def span_goes_on(span: str, written: int, p_target: float, piece: str) -> bool:
+    """Whether the target writes the next position too, having written `written` tokens since the rule
+    escalated (the escalated one included), the last with its own probability `p_target` and text `piece`."""
+    if span == "token" or written >= SPAN_MAX:
+        return False
+    if span == "sure":
+        return p_target < SURE
+    return "\n" not in piece  # "line"
+
+
 @dataclass(frozen=True)
 class Check:
     """What the target's check of the proposed tokens sees, in one batch."""

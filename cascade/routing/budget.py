@@ -195,6 +195,12 @@ class BudgetTracker:
         self.n_escalated += escalated
         return escalated
 
+    def taken(self) -> None:
+        """A position the big model wrote without the rule judging it (an escalated span went on): it counts
+        as delivered, and the threshold it met is not recorded."""
+        self.n_judged += 1
+        self.n_escalated += 1
+
     @property
     def meant(self) -> float | None:
         """The threshold the budget meant for this answer: the median of those its positions met (finite

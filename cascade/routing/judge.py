@@ -61,6 +61,12 @@ class Judge:
             return self.budget.judge(self.rule.score(reading))
         return self.rule.escalates(self.rule.score(reading), self.threshold)
 
+    def taken(self) -> None:
+        """The target wrote a position the rule did not judge (an escalated span went on): a budget counts it
+        as the target's, so the share it delivers holds spans too."""
+        if self.budget is not None:
+            self.budget.taken()
+
     def written(self, reading: DraftReading | None, draft_ppl: float | None) -> None:
         """A token was written at the next position: the draft's reading there (None where it read none) and
         its perplexity of the token written, for the trail."""

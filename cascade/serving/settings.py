@@ -84,7 +84,11 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
             continue
         meta, flag = f.metadata, "--" + f.name.replace("_", "-")
         if isinstance(f.default, str):
-            parser.add_argument(flag, dest=f.name, default=f.default, metavar="TEXT", help=meta["help"])
+            if "choices" in meta:
+                parser.add_argument(flag, dest=f.name, default=f.default, choices=meta["choices"],
+                                    help=f"{meta['help']} (default {f.default})")
+            else:
+                parser.add_argument(flag, dest=f.name, default=f.default, metavar="TEXT", help=meta["help"])
             continue
         kind = meta.get("type", type(f.default))
         shown = "unset" if f.default is None else f"{f.default:g}"  # an optional setting (budget)
