@@ -21,7 +21,8 @@ import numpy as np
 from ..engine.analysis import slots
 from ..engine.config import GenerationConfig
 from ..engine.events import Summary, TokenEvent
-from ..routing.budget import Calibration, fingerprint
+from ..routing.budget import Calibration
+from ..routing.identity import fingerprint
 from ..routing.budget import calibrate as quantiles_of
 from ..routing.rules import RULES
 from ..serving.examples import PromptItem

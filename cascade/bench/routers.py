@@ -19,6 +19,7 @@ from ..engine.config import GenerationConfig
 from ..engine.engine import Engine
 from ..engine.events import Summary
 from ..routing.curves import Curve, Position, roc_auc, rule_curves
+from ..routing.identity import fingerprint
 from ..routing.router import FEATURES, Router, fit
 from ..routing.rules import RULE_TABLE
 from ..serving.examples import PromptItem
@@ -123,7 +124,9 @@ def train_router(engine: Engine, data: Sequence[PromptData], c: float | None = 1
     n_hidden = x.shape[1] - len(FEATURES)
     grid = choose_c(data) if c is None else {}
     c = max(grid, key=grid.get) if c is None else c
-    pair = {"draft": engine.pair.draft_path.name, "target": engine.pair.target_path.name}
+    pair = {"draft": engine.pair.draft_path.name, "target": engine.pair.target_path.name,
+            "draft_fingerprint": fingerprint(engine.pair.draft_path),
+            "target_fingerprint": fingerprint(engine.pair.target_path)}
     info = {"prompts": len(data), "positions": len(y), "differs_share": float(y.mean()),
             "max_tokens": max((len(d.text) for d in data), default=0), "split": split, "c": c,
             "hidden": n_hidden}

@@ -23,10 +23,26 @@ def add_router_arguments(router: argparse.ArgumentParser) -> None:
     train.add_argument("--hidden", action="store_true",
                        help="the router also reads the draft's final hidden state at each position (one input per "
                             "dimension; the draft returns it from the same decode)")
+    corpus = router_sub.add_parser(
+        "corpus", help="read Python's standard library with both models: a router's training data, sharing "
+                       "nothing with any evaluation (functions from their signature and docstring; module "
+                       "docstrings as chat answers)")
+    add_model_flags(corpus)
+    corpus.add_argument("--out-dir", type=Path, required=True,
+                        help="folder for the data (shards; a stopped run goes on where it stopped)")
+    corpus.add_argument("--positions", type=int, default=120_000, help="stop after this many (default %(default)s)")
+    corpus.add_argument("--max-tokens", type=int, default=192, help="tokens read of each text (default %(default)s)")
+    corpus.add_argument("--no-hidden", action="store_true", help="leave out the draft's hidden state")
+    study = router_sub.add_parser(
+        "study", help="fit routers on the corpus data's train modules (regularisation out of fold), judge them and "
+                      "the rules on the held-out modules, draw the learning curve, and write the routers")
+    study.add_argument("--data", type=Path, required=True, help="the folder `router corpus` wrote")
+    study.add_argument("--out-dir", type=Path, required=True,
+                       help="folder for the routers (top2.json, hidden.json, hidden-code.json) and results.json")
 
 
 def train(args: argparse.Namespace) -> int:
-    """`router train`, the router command's one subcommand."""
+    """`router train`: a router from the target's own texts on a prompt set."""
     from ..bench.routers import cache_dir, collect, train_router
 
     if not args.out.parent.is_dir():
@@ -46,6 +62,33 @@ def train(args: argparse.Namespace) -> int:
           f"{f' ({router.n_hidden} of them the hidden state)' if router.n_hidden else ''}; training ROC AUC "
           f"{d['train_roc_auc']:.3f}{chosen}; {sum(p.target_run is None for p in data)} of {len(data)} of the "
           f"target's texts came from the cache")
+    return 0
+
+
+def corpus(args: argparse.Namespace) -> int:
+    """`router corpus`: both models read the standard-library corpus (`bench/corpus.py`)."""
+    from ..bench.corpus import stdlib_corpus
+    from ..bench.corpus_data import collect
+
+    items = stdlib_corpus()
+    log(f"[{len(items)} texts in the standard-library corpus]")
+    engine = load_engine(model_config(model_flags(args)), router=False)
+    collect(engine, items, args.out_dir, args.positions, args.max_tokens, hidden=not args.no_hidden, log=log)
+    return 0
+
+
+def study(args: argparse.Namespace) -> int:
+    """`router study`: routers from the corpus data, and how each does on modules it never read."""
+    from ..bench.corpus_data import load, markdown
+    from ..bench.corpus_data import study as run_study
+
+    data = load(args.data)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    results, routers = run_study(data, log=log)
+    for name, router in routers.items():
+        router.save(args.out_dir / f"{name}.json")
+    (args.out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    print(markdown(results))
     return 0
 
 
@@ -97,7 +140,12 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def router(args: argparse.Namespace) -> int:
+    """`router`: its subcommands."""
+    return {"train": train, "corpus": corpus, "study": study}[args.router_command](args)
+
+
 COMMANDS = (
-    Command("router", "the learned rule's router", add_router_arguments, train),
+    Command("router", "the learned rule's router", add_router_arguments, router),
     Command("routers", "every rule's quality/cost picture on a prompt set, measured", add_routers_arguments, measure),
 )

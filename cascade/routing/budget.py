@@ -22,7 +22,6 @@ the project never calibrated, the closest it has is used, and `BudgetTracker.sou
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .identity import fingerprint
 from .rules import RULE_TABLE, Rule
 
 CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
@@ -46,20 +46,6 @@ PRIOR_WEIGHT = 16
 HORIZON = 8
 # Quantile levels a calibration stores: 0, 0.5%, ..., 100%.
 LEVELS = np.linspace(0.0, 1.0, 201)
-
-
-def fingerprint(path: Path | str) -> str:
-    """A model file's identity, whatever its name: a hash of its size and its first and last 4 MiB (the
-    header with every tensor's name, type and offset, and the last weights), a few milliseconds for any size."""
-    path = Path(path)
-    size = path.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with path.open("rb") as f:
-        h.update(f.read(4 << 20))
-        if size > 8 << 20:
-            f.seek(size - (4 << 20))
-            h.update(f.read())
-    return h.hexdigest()[:32]
 
 
 @dataclass(frozen=True)
