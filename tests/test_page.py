@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from html import unescape
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -582,7 +583,8 @@ def test_model_errors_never_show_a_path_of_this_machine():
 def test_the_models_load_once_and_only_when_first_needed():
     loads = []
     service = EngineService(ModelConfig(draft="d.gguf", target="t.gguf"),
-                            loader=lambda config, progress: loads.append(config) or object(), warm=lambda e: None)
+                            loader=lambda config, progress: loads.append(config) or SimpleNamespace(
+                                draft_path=Path(config.draft)), warm=lambda e: None)
     assert not service.loaded and "d.gguf" in service.describe()
     first, second = service.engine(), service.engine()
     assert first is second and len(loads) == 1

@@ -29,3 +29,13 @@ def test_a_router_trained_on_ten_prompts_ranks_the_test_positions(real_pair, tmp
     print(f"\nreal pair, 10 train / 5 test prompts, 24 tokens: {report}")
     assert set(rules) == {"perplexity", "entropy", "margin", "learned"}
     assert rules["learned"]["roc_auc"] > 0.6  # far better than chance at telling where the target differs
+
+
+def test_the_shipped_router_is_the_one_trained_with_this_draft_file(real_pair):
+    from cascade.routing.router import load_router, shipped_router_for
+
+    draft, target = real_pair
+    router = shipped_router_for(draft)
+    assert router is not None, "no shipped router recognises the real draft file"
+    assert load_router("", draft) is router or load_router("", draft).pair == router.pair
+    assert shipped_router_for(target) is None  # the big model's file is not a draft any router was trained with

@@ -95,11 +95,12 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
     these shares of tokens to the big model (`tasks_shares.py`)."""
     from tqdm import tqdm
 
+    from ..engine.models import resolve_model
     from ..routing.router import load_router
     from ..serving.machine import cpu_name
 
     uses_learned = any(c.config.needs_router for c in configs) or (shares and "learned" in share_rules)
-    router = load_router(models.router) if uses_learned else None
+    router = load_router(models.router, resolve_model(models.draft, "draft")) if uses_learned else None
     if uses_learned and router is None:
         raise TasksError("the learned rule needs a router, and none is loaded (--router)")
     setup = setup_of(models, router)

@@ -14,7 +14,7 @@ from ..engine.config import ModelConfig
 from ..engine.engine import Engine
 from ..engine.models import load_pair
 from ..engine.policies import offered
-from ..routing.router import load_router
+from ..routing.router import load_router, router_words
 from ..serving.settings import add_model_flags
 
 
@@ -38,7 +38,12 @@ def load_engine(models: ModelConfig, *, router: bool = True, quiet: bool = False
     """Both models (and the learned rule's router, unless `router` is False), saying each step on stderr
     unless `quiet`."""
     pair = load_pair(models, progress=(lambda _msg: None) if quiet else (lambda msg: log(f"[{msg}]")))
-    return Engine(pair, router=load_router(models.router) if router else None)
+    if not router:
+        return Engine(pair)
+    loaded = load_router(models.router, pair.draft_path)
+    if not quiet:
+        log(f"[router: {router_words(models.router, loaded, pair.draft_path.name)}]")
+    return Engine(pair, router=loaded)
 
 
 def add_side_by_side_flags(parser: argparse.ArgumentParser, *, max_tokens: int, rounds: int, prompt: str) -> None:

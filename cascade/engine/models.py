@@ -57,6 +57,18 @@ def resolve_model(spec: str, role: str = "model") -> Path:
     return _download(where, role)
 
 
+def local_model(spec: str) -> Path | None:
+    """The local path of a model if it is on this machine already (a file, or in the Hub's cache), without
+    downloading or asking the Hub anything; None otherwise."""
+    where = parse_model_spec(spec)
+    if isinstance(where, Path):
+        return where if where.is_file() else None
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(where.repo_id, where.filename)
+    return Path(cached) if isinstance(cached, str) else None
+
+
 # How long a visitor waits to learn that the Hub cannot be reached: huggingface_hub itself retries a
 # failed first contact for about 23 s when the file is not cached yet.
 HUB_TIMEOUT_S = 5.0

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .identity import fingerprint
 from .reading import DraftReading
 
 HISTORY = 3  # earlier positions whose readings are features
@@ -205,19 +206,57 @@ class RouterMissing(ValueError):
     """A request asks for the learned rule where no router is loaded."""
 
     def __init__(self) -> None:
-        super().__init__("the learned rule needs a router, and none is loaded: train one with "
-                         "`python -m cascade router train` and name it with --router or CASCADE_ROUTER")
+        super().__init__("the learned rule needs a router, and none is loaded (the project ships routers only for "
+                         "the small model files it trained them with, recognised by their content): train one with "
+                         "`python -m cascade router corpus` and `router study`, and name it with --router or "
+                         "CASCADE_ROUTER")
 
 
-# Trained on the real pair the project measures with (Qwen2.5-Coder 0.5B → 1.5B, Q4_K_M); docs/how-it-works.md says so.
-SHIPPED_ROUTER = Path(__file__).resolve().parent / "routers" / "qwen2.5-coder-0.5b-to-1.5b.json"
+# Routers the project ships, one file per pair it trained on (docs/how-it-works.md says which and how).
+ROUTERS = Path(__file__).resolve().parent / "routers"
 
 
-def load_router(setting: str) -> Router | None:
-    """The router a ModelConfig's `router` names: "" the shipped one (None if it is absent), "none" no
-    router, otherwise that file; ValueError in words for a file that is missing or not a router."""
+def shipped_routers() -> list[Router]:
+    """Every router that ships with the project (unreadable files left out: a router is optional)."""
+    out = []
+    for path in sorted(ROUTERS.glob("*.json")):
+        try:
+            out.append(Router.load(path))
+        except ValueError:
+            continue
+    return out
+
+
+def shipped_router_for(draft: Path | str | None) -> Router | None:
+    """The shipped router trained for this draft file, recognised by the file itself (`identity.fingerprint`),
+    whatever its name or folder; None for a file no shipped router was trained with (or no file)."""
+    if draft is None:
+        return None
+    try:
+        mine = fingerprint(draft)
+    except OSError:
+        return None
+    return next((r for r in shipped_routers() if r.pair.get("draft_fingerprint") == mine), None)
+
+
+def load_router(setting: str, draft: Path | str | None = None) -> Router | None:
+    """The router a ModelConfig's `router` names: "" the shipped router trained for this `draft` file (None
+    where the project trained none for it: the learned rule is then not offered, and the defaults judge by
+    perplexity), "none" no router, otherwise that file, whichever draft it was trained with; ValueError in
+    words for a file that is missing or not a router."""
     if setting.strip().lower() == "none":
         return None
     if not setting.strip():
-        return Router.load(SHIPPED_ROUTER) if SHIPPED_ROUTER.is_file() else None
+        return shipped_router_for(draft)
     return Router.load(Path(setting).expanduser())
+
+
+def router_words(setting: str, router: Router | None, draft_name: str) -> str:
+    """Where the loaded router came from, in words, for a page or a log: the fallback said as such."""
+    if router is not None:
+        own = "the router trained for this small model's file" if not setting.strip() else f"the router {setting}"
+        return f"{own} (trained on {router.trained_on}, {router.data.get('positions', '?')} positions)"
+    if setting.strip().lower() == "none":
+        return "no router (turned off); the learned rule is not offered"
+    return (f"no router was trained for this small model ({draft_name}); the learned rule is not offered, and "
+            "the defaults judge by perplexity")

@@ -20,8 +20,8 @@ from typing import Callable, Iterator
 
 from ..engine.config import ModelConfig
 from ..engine.engine import Engine
-from ..engine.models import ModelError, ModelPair, load_pair
-from ..routing.router import Router, load_router
+from ..engine.models import ModelError, ModelPair, load_pair, local_model
+from ..routing.router import Router, load_router, router_words
 from .messages import model_name, public_message
 from .settings import model_config
 
@@ -147,11 +147,13 @@ class EngineService:
             raise ModelError(f"the page's settings are not valid ({e})") from e
         log.info("loading models: draft %s, target %s, %d slot(s)", config.draft, config.target, config.parallel)
         try:
+            pair = self._loader(config, progress=progress)
             try:
-                router = load_router(config.router)
+                router = load_router(config.router, pair.draft_path)
             except ValueError as e:  # CASCADE_ROUTER names a file that is missing or not a router
                 raise ModelError(f"the learned rule's router could not be loaded: {e}") from e
-            first = Engine(self._loader(config, progress=progress), router=router)
+            log.info("router: %s", router_words(config.router, router, pair.draft_path.name))
+            first = Engine(pair, router=router)
         except ModelError as e:
             self._failure = (self._clock(), e)
             raise
@@ -169,7 +171,8 @@ class EngineService:
         if self.loaded:
             return self._engines[0].router
         try:
-            return load_router(self.config.router)
+            config = self.config
+            return load_router(config.router, local_model(config.draft))
         except ValueError:
             return None
 

@@ -42,8 +42,8 @@ SETTINGS = request_settings(page=True)
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
 
-NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page; choose another way for the small "
-             "model to judge its token")
+NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page (the project ships one only for the "
+             "small model file it was trained with); choose another way for the small model to judge its token")
 
 
 def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:

@@ -87,7 +87,9 @@ def rule_info(rule: Rule | str, trained_on: str | None = None) -> str:
     rule = as_rule(rule)
     info = WORDS[rule.name].reads
     if rule.name == "learned":
-        info += f" Trained on {trained_on}." if trained_on else " No router is loaded on this page."
+        info += f" Trained on {trained_on}." if trained_on else (
+            " No router is loaded on this page: the project ships one only for the small model file it was "
+            "trained with.")
     return info
 
 
