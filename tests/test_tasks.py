@@ -179,6 +179,14 @@ def test_a_budget_is_a_configuration_of_its_own_beside_or_instead_of_thresholds(
         configurations(["cascade"], budgets=[10])
 
 
+def test_each_escalation_grain_is_a_configuration_and_the_seeds_one_token_keeps_its_cache_key():
+    spans = configurations(["cascade", "speculative"], ["perplexity"], budgets=[0.1], spans=["token", "line"])
+    assert [c.label for c in spans] == ["target", "cascade perplexity budget 0.1",
+                                        "cascade perplexity budget 0.1 span=line", "speculative k=4"]
+    assert "span" not in spans[1].settings() and spans[2].settings()["span"] == "line"
+    assert spans[2].config.span == "line" and spans[3].span is None  # speculative has no rule, so no grain
+
+
 @pytest.mark.parametrize("items, message", [
     (["entropy:1"], "the rule 'entropy' is not among --rules"),
     (["margin:5"], "threshold must be between 0 and 1 for the margin rule"),

@@ -1,5 +1,5 @@
 """What the tasks are run with: each configuration (a policy, with the rule, threshold, budget or k it reads),
-as `python -m cascade tasks` builds them from --policies, --rules, --thresholds, --budgets and --ks.
+as `python -m cascade tasks` builds them from --policies, --rules, --thresholds, --budgets, --spans and --ks.
 
 A configuration is known by the settings that decide its answers, and only those: the target alone is one
 configuration whatever threshold was asked, so its answers are written (and cached) once.
@@ -49,12 +49,19 @@ class Configuration:
         return self.config.k if "k" in self.reads else None
 
     @property
+    def span(self) -> str | None:
+        """The escalation grain, for a policy with a rule that asks for more than the seed's one token."""
+        return self.config.span if "threshold" in self.reads and self.config.span != "token" else None
+
+    @property
     def label(self) -> str:
         parts = [self.policy]
         if self.budget is not None:
             parts.append(f"{self.rule} budget {self.budget:g}")
         elif self.rule is not None:
             parts.append(f"{self.rule} {self.threshold:g}")
+        if self.span is not None:
+            parts.append(f"span={self.span}")
         if self.k is not None:
             parts.append(f"k={self.k}")
         return " ".join(parts)
@@ -67,6 +74,8 @@ class Configuration:
             names.append("rule")
         if self.budget is not None:  # the threshold is not read; without a budget, no key (the cache's keys stay)
             names = [name for name in names if name != "threshold"] + ["budget"]
+        if self.span is not None:  # the seed's one token: no key, as before spans existed
+            names.append("span")
         return {name: getattr(self.config, name) for name in sorted(set(names))}
 
 
@@ -112,7 +121,8 @@ def parse_budgets(budgets: Sequence[float]) -> list[float]:
 
 
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
-                   ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = ()) -> list[Configuration]:
+                   ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = (),
+                   spans: Sequence[str] = ("token",)) -> list[Configuration]:
     """Every configuration asked for: each policy with each rule and each threshold or budget it reads (a
     rule given neither: its default threshold), or each k; a policy given none runs at its defaults. The
     target alone comes first (every speed is divided by its)."""
@@ -133,6 +143,7 @@ def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity"
             default = [] if budgets else [None]  # a rule given no threshold and no budget: its own threshold
             variants = [{"rule": r, "threshold": t} for r in rules for t in by_rule[r] or default]
             variants += [{"rule": r, "threshold": None, "budget": b} for r in rules for b in budgets]
+            variants = [{**v, "span": span} for v in variants for span in spans or ("token",)]
         if "k" in reads and ks:
             variants = [{**v, "k": k} for v in variants for k in ks]
         for v in variants:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..bench.sandbox import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
-from ..engine.policies import POLICY_TABLE
+from ..engine.policies import POLICY_TABLE, SPANS
 from ..routing.rules import RULE_TABLE
 from ..serving.settings import add_model_flags, model_config, model_flags
 from .shared import Command, log
@@ -44,6 +44,9 @@ def add_arguments(tasks: argparse.ArgumentParser) -> None:
                        help="token budgets for the policies with a rule, each of --rules at each (0.05 0.1: the "
                             "share of the tokens the big model should write; the threshold moves as it writes), "
                             "beside its --thresholds; a rule given no thresholds then runs at its budgets only")
+    tasks.add_argument("--spans", nargs="+", default=["token"], choices=SPANS, metavar="SPAN",
+                       help="escalation grains for the policies with a rule, each configuration at each: token (the "
+                            "seed's one token), sure, line (default %(default)s)")
     tasks.add_argument("--ks", type=int, nargs="+", default=[], metavar="K", help="k for speculative and lookup "
                                                                                     "(default: the config's)")
     tasks.add_argument("--shares", type=float, nargs="+", default=[], metavar="S",
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise ValueError("--max-tokens must be at least 1")
     chosen = T.subset(T.load_tasks(args.tasks), args.limit, args.every)
-    configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens, args.budgets)
+    configs = configurations(args.policies, args.rules, args.thresholds, args.ks, args.max_tokens, args.budgets,
+                             args.spans)
     if any(not 0 < share < 1 for share in args.shares):
         raise ValueError("--shares must be between 0 and 1 (0.1: a tenth of the tokens)")
     report = run_and_report(model_config(model_flags(args)), chosen, configs, T.STYLES[args.prompt_style],
