@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Where cascade's time goes at a 10% share (a budget of 0.1, margin and perplexity) against the target and
+"""Where cascade's time goes at a 10% share (a budget of 0.1: margin, perplexity, and the learned rule when a
+shipped router was trained with this draft file) against the target and
 the draft alone, on the last four code prompts of examples/budget/code.jsonl, in turn: each model's calls and
 seconds, the target's call sizes, the time choosing who writes, and the cost model's prediction from the
 per-call costs this run measured (`engine/costmodel.py`).
@@ -22,12 +23,15 @@ from cascade.routing.router import load_router
 
 D, T = sys.argv[1], sys.argv[2]
 THREADS = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-engine = Engine(load_pair(ModelConfig(draft=D, target=T, n_threads=THREADS)), router=load_router(""))
+pair = load_pair(ModelConfig(draft=D, target=T, n_threads=THREADS))
+engine = Engine(pair, router=load_router("", pair.draft_path))  # the shipped router, if trained with this draft
 prompts = [json.loads(line)["prompt"] for line in (ROOT / "examples/budget/code.jsonl").open()][8:12]
 configs = {"target": GenerationConfig(policy="target", max_tokens=128),
            "draft": GenerationConfig(policy="draft", max_tokens=128),
            "cascade margin 10%": GenerationConfig(rule="margin", budget=0.1, max_tokens=128),
            "cascade perplexity 10%": GenerationConfig(rule="perplexity", budget=0.1, max_tokens=128)}
+if engine.router is not None:
+    configs["cascade learned 10%"] = GenerationConfig(rule="learned", budget=0.1, max_tokens=128)
 for name, c in configs.items():  # warm-up
     list(engine.generate(prompts[0], c.replace(max_tokens=16), score=False))
 rows = collections.defaultdict(list)
@@ -55,7 +59,7 @@ for name in configs:
 # The cost model's prediction from this run's own per-call costs
 dr = rows["draft"]; d = sum(s.draft.seconds for s in dr) / sum(s.draft.calls for s in dr)
 t1 = sum(s.target.seconds for s in t) / sum(s.target.calls for s in t)
-for name in ("cascade margin 10%", "cascade perplexity 10%"):
+for name in [n for n in configs if n.startswith("cascade")]:
     ss = rows[name]
     calls = sum(s.target.calls for s in ss); ev = sum(s.target.tokens_evaluated for s in ss) - sum(s.prompt_tokens for s in ss)
     tsec = sum(s.target.seconds for s in ss)
