@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cascade.routing.identity import fingerprint
 from cascade.routing.router import Router
 from cascade.routing.rules import RULE_TABLE
 
@@ -32,7 +33,8 @@ def trained(toy, tmp_path_factory):
 def test_training_writes_a_router_naming_its_pair_and_data(trained, toy):
     out, _, env, r = trained
     router = Router.load(out)
-    assert router.pair == {"draft": toy.small.name, "target": toy.related.name}
+    assert router.pair == {"draft": toy.small.name, "target": toy.related.name,  # by name, and by content
+                           "draft_fingerprint": fingerprint(toy.small), "target_fingerprint": fingerprint(toy.related)}
     assert router.data["prompts"] == 4 and router.data["positions"] == 4 * 12
     assert 0 < router.data["differs_share"] < 1 and "router written to" in r.stdout
     # The target's texts were cached: training again does not run the target.
