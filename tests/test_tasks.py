@@ -14,6 +14,8 @@ from cascade.bench import sandbox
 from cascade.bench.tasks import STYLES, Task, TasksError, check_answer, load_tasks, program, subset
 from cascade.bench.tasks_cache import AnswerCache, Setup, cache_key
 from cascade.bench.tasks_configs import Configuration, configurations, parse_thresholds
+from cascade.bench.tasks_report import markdown
+from cascade.bench.tasks_results import Paired, mcnemar_exact
 from cascade.bench.tasks_run import run_tasks
 from cascade.engine.events import ModelStats, Summary
 
@@ -241,6 +243,35 @@ def test_the_run_reports_pass_rates_shares_and_speed_against_the_target(tmp_path
     prompt, config = engine.asked[0]
     assert "Can you complete the following Python function?" in prompt and config.answer_prefix == "```python\n"
     assert config.system.startswith("You are an intelligent programming assistant") and config.chat
+
+
+def test_mcnemars_exact_test_on_known_values():
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(3, 3) == 1.0
+    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32) and mcnemar_exact(5, 0) == mcnemar_exact(0, 5)
+    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)  # 2 · (C(10,0) + C(10,1)) / 2^10
+    assert mcnemar_exact(2, 12) == pytest.approx(0.01294, abs=1e-5)  # as statsmodels' mcnemar(exact=True) gives
+
+
+def test_the_run_names_the_problems_that_flipped_against_the_target(tmp_path):
+    add = "def add(a, b):\n    return a + b\n```"
+    wrong = "def add(a, b):\n    return a - b\n```"
+
+    class Flipping(ScriptedEngine):  # the target solves Toy/0 and Toy/1; the draft Toy/1 and Toy/2
+        def generate(self, prompt, config):
+            task = int(prompt.split("Toy")[-1][:1]) if "Toy" in prompt else 0
+            good = {"target": {0, 1}, "draft": {1, 2}}[config.policy]
+            self.answer = add if task in good else wrong
+            yield from super().generate(prompt, config)
+
+    tasks = [Task(f"Toy/{i}", ADD.prompt.replace('"""The sum', f'"""Toy{i}: the sum'), ADD.test, "add") for i in range(3)]
+    engine = Flipping()
+    target, draft = run_tasks(tasks, configurations(["draft"]), QWEN, lambda: engine, Setup("d", "t"),
+                              AnswerCache(tmp_path))
+    assert target.paired is None and draft.paired == Paired(gained=("Toy/2",), lost=("Toy/0",))
+    row = draft.to_dict()
+    assert row["paired"] == {"gained": ["Toy/2"], "lost": ["Toy/0"], "mcnemar_p": 1.0}
+    table = markdown([target.to_dict(), row])
+    assert "| draft | 66.7% | 2/3 | +1 −1 (p 1) |" in table and "| target | 66.7% | 2/3 | — |" in table
 
 
 def test_an_interrupted_run_resumes_from_the_cache(tmp_path):

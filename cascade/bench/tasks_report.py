@@ -23,14 +23,25 @@ def _num(x: float | None, fmt: str) -> str:
     return "—" if x is None else format(x, fmt)
 
 
+def flips(r: Mapping[str, Any]) -> str:
+    """Against the target alone: "+2 −5 (p 0.45)", the problems gained and lost and McNemar's exact p; "—"
+    for the target itself (or a report written before paired statistics)."""
+    paired = r.get("paired")
+    if not paired:
+        return "—"
+    return f"+{len(paired['gained'])} −{len(paired['lost'])} (p {paired['mcnemar_p']:.2g})"
+
+
 def markdown(results: Sequence[Mapping[str, Any]]) -> str:
-    """One row per configuration: pass@1, the big model's share, speed, and failures by kind."""
-    lines = ["| configuration | pass@1 | passed | big-model share | tokens/s | × target alone | big model's ppl "
-             "of the answers | mean tokens | " + " | ".join(FAILURE_WORDS.values()) + " |",
-             "|" + "---|" * (8 + len(FAILURE_WORDS))]
+    """One row per configuration: pass@1, the problems that flipped against the target alone, the big model's
+    share, speed, and failures by kind."""
+    lines = ["| configuration | pass@1 | passed | vs target alone: gained −lost (McNemar p) | big-model share | "
+             "tokens/s | × target alone | big model's ppl of the answers | mean tokens | "
+             + " | ".join(FAILURE_WORDS.values()) + " |",
+             "|" + "---|" * (9 + len(FAILURE_WORDS))]
     for r in results:
-        lines.append(f"| {r['label']} | {r['pass_at_1']:.1%} | {r['passed']}/{r['n_tasks']} | {r['target_share']:.1%} | "
-                     f"{r['tokens_per_s']:.2f} | {_num(r['vs_target'], '.2f')} | "
+        lines.append(f"| {r['label']} | {r['pass_at_1']:.1%} | {r['passed']}/{r['n_tasks']} | {flips(r)} | "
+                     f"{r['target_share']:.1%} | {r['tokens_per_s']:.2f} | {_num(r['vs_target'], '.2f')} | "
                      f"{_num(r['text_ppl_by_target'], '.3f')} | {r['mean_tokens']:.0f} | "
                      + " | ".join(str(r["failures"][k]) for k in FAILURE_WORDS) + " |")
     return "\n".join(lines)
@@ -69,6 +80,7 @@ def figure(results: Sequence[Mapping[str, Any]], title: str) -> go.Figure:
         label = {"target": "the big model alone", "draft": "the small model alone"}.get(name, name)
         hover = [f"{r['label']}: {r['passed']}/{r['n_tasks']} passed, {r['target_share']:.1%} of tokens by the big "
                  f"model, {r['tokens_per_s']:.1f} tokens/s" + (f" ({r['vs_target']:.2f}×)" if r["vs_target"] else "")
+                 + (f"; against the big model alone {flips(r)}" if r.get("paired") else "")
                  for r in group]
         mode = "markers" if len(group) == 1 else "lines+markers"
         for col, xs in ((1, [100 * r["target_share"] for r in group]),

@@ -1,5 +1,6 @@
 """What a run over the tasks gives: each answer with its check, and each configuration's figures over all
-its answers (pass@1, the big model's share of the tokens, the speed against the target alone).
+its answers (pass@1, the big model's share of the tokens, the speed against the target alone, and which
+problems it solved that the target alone did not, or failed that it solved: McNemar's exact test).
 
 An answer's record is also its line in the cache (`tasks_cache.py`): its fields, the task's digest and
 the check's version, so that a stale check is run again and a changed task is answered again.
@@ -65,6 +66,7 @@ class ConfigResult:
     configuration: Configuration
     answers: list[Answer] = field(default_factory=list)
     vs_target: float | None = None  # tokens/s over the target alone's on the same tasks, this run
+    paired: Paired | None = None  # the problems that flipped against the target alone's answers
 
     @property
     def n_tasks(self) -> int:
@@ -119,6 +121,7 @@ class ConfigResult:
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
                 "mean_tokens": self.mean_tokens, "n_tokens": self.n_tokens, "wall_s": self.wall_s,
                 "failures": self.failures, "cached": sum(a.cached for a in self.answers),
+                "paired": self.paired.to_dict() if self.paired is not None else None,
                 "settings": c.settings(),
                 "answers": [{"task_id": a.task_id, "kind": a.check.kind, "detail": a.check.detail[:200],
                              "n_tokens": a.n_tokens, "n_target_tokens": a.n_target_tokens,
@@ -126,8 +129,44 @@ class ConfigResult:
                              "measured_at": a.measured_at} for a in self.answers]}
 
 
+@dataclass(frozen=True)
+class Paired:
+    """A configuration's answers beside the target alone's on the same problems: the problems it solved and
+    the target did not (`gained`), those the target solved and it did not (`lost`), and McNemar's exact test
+    of whether they differ more than chance would make them (`p`: 1.0 when no problem flipped)."""
+
+    gained: tuple[str, ...]
+    lost: tuple[str, ...]
+
+    @property
+    def p(self) -> float:
+        return mcnemar_exact(len(self.gained), len(self.lost))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gained": list(self.gained), "lost": list(self.lost), "mcnemar_p": self.p}
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """McNemar's exact test, two-sided: under "neither way is likelier", the discordant pairs split as a fair
+    coin's tosses, and p is the chance of a split at least as uneven as b to c."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired(target: ConfigResult, other: ConfigResult) -> Paired:
+    """`Paired` over the problems both answered, in the other's order."""
+    solved = {a.task_id: a.check.passed for a in target.answers}
+    common = [a for a in other.answers if a.task_id in solved]
+    return Paired(gained=tuple(a.task_id for a in common if a.check.passed and not solved[a.task_id]),
+                  lost=tuple(a.task_id for a in common if solved[a.task_id] and not a.check.passed))
+
+
 def with_speed_ratios(results: list[ConfigResult]) -> list[ConfigResult]:
-    """Each configuration's tokens/s over the target alone's on the same tasks."""
+    """Each configuration's tokens/s over the target alone's on the same tasks, and its `Paired` against the
+    target alone's answers."""
     target = next((r for r in results if r.configuration.policy == "target"), None)
     if target is None:
         return results
@@ -137,4 +176,6 @@ def with_speed_ratios(results: list[ConfigResult]) -> list[ConfigResult]:
         tokens, wall = sum(a.n_tokens for a in common), sum(a.wall_s for a in common)
         if common and wall > 0 and r.tokens_per_s > 0:
             r.vs_target = r.tokens_per_s / (tokens / wall)
+        if r is not target:
+            r.paired = paired(target, r)
     return results
