@@ -11,6 +11,7 @@ import pytest
 from cascade import GenerationConfig
 from cascade.engine.events import Summary
 from cascade.engine.policies import SPAN_MAX, SURE, span_goes_on
+from cascade.routing.budget import HORIZON
 
 from .helpers import engine_for, run
 
@@ -85,3 +86,19 @@ def test_a_budget_counts_the_span_as_the_targets(toy, span):
         assert isinstance(summary, Summary) and summary.n_tokens >= 50
         shares.append(summary.target_share)
     assert abs(float(np.mean(shares)) - 0.2) <= 0.05, shares
+
+
+@pytest.mark.parametrize("span", ["sure", "line"])
+def test_a_span_ends_when_the_budget_is_spent(toy, span):
+    """A budget on a short answer: a span stops once the budget owes nothing, so the big model's tokens never
+    pass what the tracker allows (the budget over the answer and its horizon, and the one position that tips
+    it), where a whole line would have doubled the share asked."""
+    engine = engine_for(toy.small, toy.related)
+    spans = 0
+    for prompt in ("The cat sat on the mat", "Once upon a time", "The dog ran", "A long time ago"):
+        events = list(engine.generate(prompt, GenerationConfig(rule="perplexity", budget=0.3, span=span,
+                                                               max_tokens=40, chat=False), score=False))
+        summary = events[-1]
+        assert summary.n_target_tokens <= 0.3 * (summary.n_tokens + HORIZON) + 1, (prompt, summary.n_target_tokens)
+        spans += len([s for s in _spans(events[:-1]) if len(s) > 1])
+    assert spans, "no span went on: the test shows nothing"

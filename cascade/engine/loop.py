@@ -222,8 +222,9 @@ class Generation:
         self.follow_span(escalated is not None or in_span, token, rows[kept])
 
     def follow_span(self, escalating: bool, token: int, row: np.ndarray) -> None:
-        """After the target wrote a token: whether it writes the next one too (`policies.span_goes_on`). A
-        span's tokens after the escalated one count against a budget as the target's."""
+        """After the target wrote a token: whether it writes the next one too (`policies.span_goes_on`, and
+        while a budget affords it: `Judge.affords`). A span's tokens after the escalated one count against a
+        budget as the target's."""
         if not escalating or not self.mode.policy.escalates:
             self.span = 0
             return
@@ -231,7 +232,8 @@ class Generation:
             self.judge.taken()
         written = self.span + 1
         p_target = math.exp(token_logprob(row, token))
-        self.span = written if span_goes_on(self.config.span, written, p_target, self.pair.piece(token)) else 0
+        goes_on = span_goes_on(self.config.span, written, p_target, self.pair.piece(token)) and self.judge.affords()
+        self.span = written if goes_on else 0
 
     # ---- output -----------------------------------------------------------------------------------
 

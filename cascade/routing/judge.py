@@ -67,6 +67,12 @@ class Judge:
         if self.budget is not None:
             self.budget.taken()
 
+    def affords(self) -> bool:
+        """Whether an escalated span may go on: always at a threshold; with a budget, while it still owes the
+        big model tokens (`BudgetTracker.asked` above 0). A span then never takes more than the budget allows,
+        even on an answer too short for the tracker to make good an overshoot afterwards."""
+        return self.budget is None or self.budget.asked() > 0
+
     def written(self, reading: DraftReading | None, draft_ppl: float | None) -> None:
         """A token was written at the next position: the draft's reading there (None where it read none) and
         its perplexity of the token written, for the trail."""
