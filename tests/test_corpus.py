@@ -23,10 +23,12 @@ from cascade.bench.corpus import (
     token_classes,
 )
 from cascade.routing import router as router_module
+from cascade.routing.curves import share_for
 from cascade.routing.identity import fingerprint
 from cascade.routing.router import (
     FEATURES,
     fit,
+    fit_out_of_fold,
     load_router,
     router_words,
     shipped_router_for,
@@ -97,11 +99,51 @@ def test_share_for_agreement_on_known_values():
     doubt = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
     differs = np.array([True, False, True, False, False])
     # 2 of 5 differ (60% agreement). Escalating the first fixes one (80%), the first three both (100%).
-    assert corpus_data.share_for(doubt, differs, 0.6) == 0.0
-    assert corpus_data.share_for(doubt, differs, 0.8) == pytest.approx(0.2)
-    assert corpus_data.share_for(doubt, differs, 0.95) == pytest.approx(0.6)
+    assert share_for(doubt, differs, 0.6) == 0.0
+    assert share_for(doubt, differs, 0.8) == pytest.approx(0.2)
+    assert share_for(doubt, differs, 0.95) == pytest.approx(0.6)
     # A tie cannot be split: the first two go together.
-    assert corpus_data.share_for(np.array([5.0, 5.0, 3.0, 2.0, 1.0]), differs, 0.8) == pytest.approx(0.4)
+    assert share_for(np.array([5.0, 5.0, 3.0, 2.0, 1.0]), differs, 0.8) == pytest.approx(0.4)
+
+
+def _synthetic(logp, margin, entropy, differs, module):
+    n = len(differs)
+    x = np.zeros((n, len(FEATURES)), dtype=np.float32)
+    for name, values in (("logp_token", logp), ("margin", margin), ("entropy", entropy)):
+        x[:, FEATURES.index(name)] = values
+    return corpus_data.CorpusData(x, np.asarray(differs, bool), np.zeros(n, np.uint8), np.arange(n, dtype=np.int32),
+                                  np.asarray(module, np.int32), np.zeros(n, bool), np.zeros(n, np.uint8), {})
+
+
+def test_the_study_reports_what_each_rule_sends_at_its_default_threshold():
+    # Perplexities 10, 1.1, 2, 8 (default 5: the first and last go); margins 0.01, 0.9, 0.5, 0.03 (default 0.04:
+    # the first and last); entropies 4, 0.1, 1, 0.5 (default 3.8: the first). The models differ at 0 and 2.
+    data = _synthetic(-np.log([10.0, 1.1, 2.0, 8.0]), [0.01, 0.9, 0.5, 0.03], [4.0, 0.1, 1.0, 0.5],
+                      [True, False, True, False], [0, 1, 2, 3])
+    shares = corpus_data.default_shares(data, {})
+    assert shares["perplexity"] == {"threshold": 5.0, "share": 0.5, "agreement": 0.75}
+    assert shares["margin"]["share"] == 0.5 and shares["entropy"]["share"] == 0.25
+    assert shares["entropy"]["agreement"] == 0.75
+    router = _router_for("x")
+    learned = corpus_data.default_shares(data, {"toy": router})["learned (toy)"]
+    expected = np.asarray(router.probability(data.x.astype(np.float64))) > 0.7
+    assert learned["share"] == pytest.approx(expected.mean()) and learned["threshold"] == 0.7
+    table = corpus_data.markdown({"positions": 4, "texts": 4, "train_positions": 4, "train_modules": 4,
+                                  "test_positions": 0, "test_modules": 0, "differs_share": 0.5, "held_out": {},
+                                  "out_of_fold": {}, "at_default_held_out": shares})
+    assert "perplexity 5 sends 50.0% (agreement 75.0%)" in table
+
+
+def test_out_of_fold_a_row_is_never_judged_by_a_router_that_saw_its_group():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, len(FEATURES)))
+    groups = np.repeat(np.arange(10), 20)
+    y = (x[:, 0] > 0).astype(int)
+    y[groups == 3] = 1 - y[groups == 3]  # group 3 alone has the rule reversed: seen in training, it would be learned
+    predicted = fit_out_of_fold(x, y, groups, c=1.0, folds=5)
+    in_fold_3 = groups % 5 == 3
+    expected = fit(x[~in_fold_3], y[~in_fold_3]).probability(x[in_fold_3])
+    assert predicted[in_fold_3] == pytest.approx(expected)
 
 
 def test_both_models_read_a_text_neither_wrote(toy):

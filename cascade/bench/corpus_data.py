@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from ..engine.engine import Engine
+from ..routing.curves import roc_auc, share_for
 from ..routing.identity import fingerprint
-from ..routing.router import FEATURES, Router, fit
+from ..routing.router import FEATURES, Router, fit, fit_out_of_fold, scores_out_of_fold
+from ..routing.rules import RULE_TABLE
 from .corpus import CLASS_NAMES, CODE, COMMENT, PROSE, STRING, CorpusItem, token_classes
 
 Log = Callable[[str], None]
@@ -140,35 +142,6 @@ def label(data: CorpusData, name: str) -> tuple[np.ndarray, np.ndarray | None]:
 
 # ---- judging -----------------------------------------------------------------------------------------
 
-def share_for(doubt: np.ndarray, differs: np.ndarray, agreement: float = 0.95) -> float:
-    """The least share of positions the big model must write (most doubtful first) for this share of
-    positions to hold the big model's choice. Tied doubts go together, as a threshold sends all or none."""
-    n = len(doubt)
-    order = np.argsort(-doubt, kind="stable")
-    d, wrong = doubt[order], differs[order].astype(int)
-    left = wrong.sum() - np.cumsum(wrong)  # differences still kept after escalating the first i + 1
-    ok = 1.0 - left / n >= agreement - 1e-12
-    last_of_tie = np.append(d[1:] != d[:-1], True)
-    candidates = np.nonzero(ok & last_of_tie)[0]
-    if 1.0 - wrong.sum() / n >= agreement - 1e-12:
-        return 0.0
-    return float((candidates[0] + 1) / n) if len(candidates) else 1.0
-
-
-def auc(doubt: np.ndarray, labels: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(labels, doubt))
-
-
-def perplexity_doubt(data: CorpusData) -> np.ndarray:
-    return -data.x[:, FEATURES.index("logp_token")].astype(np.float64)
-
-
-def margin_doubt(data: CorpusData) -> np.ndarray:
-    return -data.x[:, FEATURES.index("margin")].astype(np.float64)
-
-
 def columns(data: CorpusData, hidden: bool) -> np.ndarray:
     return data.x if hidden else data.x[:, :len(FEATURES)]
 
@@ -181,20 +154,14 @@ def fit_on(data: CorpusData, y: np.ndarray, c: float, hidden: bool, pair: dict |
 
 def out_of_fold(data: CorpusData, y: np.ndarray, c: float, hidden: bool, folds: int = 5) -> np.ndarray:
     """Each position's router probability from a router that never saw its module."""
-    predicted = np.empty(len(y))
-    x = columns(data, hidden).astype(np.float64)
-    for fold in range(folds):
-        held = data.module % folds == fold
-        predicted[held] = fit(x[~held], y[~held], c=c, n_hidden=data.n_hidden if hidden else 0).probability(x[held])
-    return predicted
+    return fit_out_of_fold(columns(data, hidden).astype(np.float64), y, data.module, c,
+                           data.n_hidden if hidden else 0, folds)
 
 
 def choose_c(data: CorpusData, y: np.ndarray, hidden: bool, grid: Sequence[float], log: Log) -> dict[float, float]:
-    out = {}
-    for c in grid:
-        out[c] = auc(out_of_fold(data, y, c, hidden), y)
-        log(f"  C {c:g}: ROC AUC out of fold {out[c]:.4f}")
-    return out
+    """Each regularisation strength's ROC AUC out of fold, the folds split by module."""
+    return scores_out_of_fold(columns(data, hidden).astype(np.float64), y, data.module, grid,
+                              data.n_hidden if hidden else 0, log=log)
 
 
 def learning_curve(train: CorpusData, test: CorpusData, y_train: np.ndarray, c: float, hidden: bool,
@@ -208,7 +175,7 @@ def learning_curve(train: CorpusData, test: CorpusData, y_train: np.ndarray, c: 
             break
         r = fit_on(train.where(np.arange(len(train)) < n), y_train[:n], c, hidden)
         p = r.probability(x_test)
-        out.append({"positions": n, "test_roc_auc": auc(p, test.differs),
+        out.append({"positions": n, "test_roc_auc": roc_auc(p, test.differs),
                     "share_for_95": share_for(p, test.differs)})
     return out
 
@@ -220,10 +187,34 @@ C_HIDDEN = (0.0003, 0.001, 0.003, 0.01)
 LEARNING_SIZES = (2_500, 5_000, 10_000, 20_000, 40_000, 80_000)
 
 
+def rule_scores(data: CorpusData) -> dict[str, np.ndarray]:
+    """Each hand-made rule's score at every position, in the rule's own units (as its threshold reads it)."""
+    column = {name: data.x[:, FEATURES.index(name)].astype(np.float64) for name in ("logp_token", "margin", "entropy")}
+    with np.errstate(over="ignore"):  # a token the draft gave no chance: perplexity inf, as the rule reads it
+        perplexity = np.exp(-column["logp_token"])
+    return {"perplexity": perplexity, "margin": column["margin"], "entropy": column["entropy"]}
+
+
 def rule_doubts(data: CorpusData) -> dict[str, np.ndarray]:
     """What each hand-made rule doubts, larger more, at every position."""
-    return {"perplexity": perplexity_doubt(data), "margin": margin_doubt(data),
-            "entropy": data.x[:, FEATURES.index("entropy")].astype(np.float64)}
+    return {name: -score if RULE_TABLE[name].below else score for name, score in rule_scores(data).items()}
+
+
+def default_shares(data: CorpusData, routers: dict[str, Router]) -> dict[str, dict[str, float]]:
+    """The share of positions each rule sends to the big model at its default threshold (`RULE_TABLE`),
+    and the agreement that keeps: the learned rule with each router, the others with their own scores.
+    What a request that names no threshold and no budget gets, on text of this kind."""
+    scores = rule_scores(data)
+    for name, router in routers.items():
+        scores[f"learned ({name})"] = np.asarray(router.probability(columns(data, router.n_hidden > 0)
+                                                                    .astype(np.float64)))
+    out = {}
+    for name, score in scores.items():
+        rule = RULE_TABLE[name.split(" ")[0]]
+        sent = score < rule.default if rule.below else score > rule.default
+        out[name] = {"threshold": rule.default, "share": float(sent.mean()),
+                     "agreement": float(1.0 - (data.differs & ~sent).mean())}
+    return out
 
 
 def frontier_row(doubt: np.ndarray, data: CorpusData) -> dict[str, Any]:
@@ -231,7 +222,7 @@ def frontier_row(doubt: np.ndarray, data: CorpusData) -> dict[str, Any]:
     positions, over code texts, and counting only differences in code ("code" label)."""
     code_label, _ = label(data, "code")
     is_code = data.kind != KINDS.index("prose")
-    return {"roc_auc": auc(doubt, data.differs), "roc_auc_code_label": auc(doubt, code_label),
+    return {"roc_auc": roc_auc(doubt, data.differs), "roc_auc_code_label": roc_auc(doubt, code_label),
             "share_for_95": share_for(doubt, data.differs),
             "share_for_95_code_texts": share_for(doubt[is_code], data.differs[is_code]),
             "share_for_95_prose": share_for(doubt[~is_code], data.differs[~is_code]),
@@ -276,7 +267,7 @@ def study(data: CorpusData, log: Log = print, sizes: Sequence[int] = LEARNING_SI
                         "seconds": time.perf_counter() - started}
         log(f"[{name}] C {c:g}; held out: share for 95% {held[name]['share_for_95']:.1%} "
             f"(perplexity {held['perplexity']['share_for_95']:.1%})")
-    results.update(held_out=held, out_of_fold=oof, routers=chosen)
+    results.update(held_out=held, out_of_fold=oof, routers=chosen, at_default_held_out=default_shares(test, routers))
     if "hidden" in chosen:
         y_train, _ = label(train, "differs")
         results["learning_curve"] = {
@@ -297,6 +288,10 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {row['roc_auc']:.3f} | {row['share_for_95']:.1%} ({row['share_for_95_code_texts']:.1%}"
                      f" / {row['share_for_95_prose']:.1%}) | {o.get('share_for_95', float('nan')):.1%} | "
                      f"{row['share_for_95_code_label']:.1%} |")
+    if "at_default_held_out" in results:  # studies saved before it have no such key
+        lines += ["", "At each rule's default threshold, held out: " + "; ".join(
+            f"{name} {d['threshold']:g} sends {d['share']:.1%} (agreement {d['agreement']:.1%})"
+            for name, d in results["at_default_held_out"].items())]
     for name, curve in results.get("learning_curve", {}).items():
         lines += ["", f"Learning curve ({name}): " + ", ".join(
             f"{p['positions']:,} → AUC {p['test_roc_auc']:.3f}, {p['share_for_95']:.1%}" for p in curve)]

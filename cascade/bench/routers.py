@@ -20,7 +20,7 @@ from ..engine.engine import Engine
 from ..engine.events import Summary
 from ..routing.curves import Curve, Position, roc_auc, rule_curves
 from ..routing.identity import fingerprint
-from ..routing.router import FEATURES, Router, fit
+from ..routing.router import FEATURES, Router, fit, scores_out_of_fold
 from ..routing.rules import RULE_TABLE
 from ..serving.examples import PromptItem
 from .local import cache_folder
@@ -106,15 +106,7 @@ def choose_c(data: Sequence[PromptData], folds: int = 5, grid: Sequence[float] =
     """Each regularisation strength's ROC AUC out of fold, the folds split by prompt (a prompt's positions
     are never both trained and judged on)."""
     x, y, groups = _xy(data)
-    n_hidden = x.shape[1] - len(FEATURES)
-    scores: dict[float, float] = {}
-    for c in grid:
-        predicted = np.empty(len(y))
-        for fold in range(folds):
-            held = groups % folds == fold
-            predicted[held] = fit(x[~held], y[~held], c=c, n_hidden=n_hidden).probability(x[held])
-        scores[c] = roc_auc(predicted, y.astype(bool))
-    return scores
+    return scores_out_of_fold(x, y, groups, grid, n_hidden=x.shape[1] - len(FEATURES), folds=folds)
 
 
 def train_router(engine: Engine, data: Sequence[PromptData], c: float | None = 1.0, split: str = "") -> Router:

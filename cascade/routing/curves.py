@@ -82,31 +82,41 @@ class Curve:
                 "thresholds": list(self.thresholds)}
 
 
-def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve:
-    """The curve of `rule` over positions with these scores and labels (differs: the draft's choice is not
-    the target's). Positions are escalated most doubtful first; positions with equal scores go together,
-    as one threshold sends all of them or none, so each point is a threshold's."""
-    n = len(scores)
+def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The trade-off of escalating positions most doubtful first, as arrays: the share sent to the target
+    and the agreement kept at each point (share 0 first), the doubts in escalation order, and the index (in
+    that order) of the last position each point escalates. Positions with equal doubt go together, as one
+    threshold sends all of them or none, so each point is a threshold's."""
+    n = len(doubt)
     if n == 0:
         raise ValueError("no positions to draw a curve from")
-    doubt = np.array([rule.doubt(s) for s in scores], dtype=np.float64)
-    wrong = np.array(differs, dtype=bool)
-    order = np.argsort(-doubt, kind="stable")
-    doubt, wrong = doubt[order], wrong[order]
+    order = np.argsort(-np.asarray(doubt, dtype=np.float64), kind="stable")
+    doubt, wrong = np.asarray(doubt, dtype=np.float64)[order], np.asarray(differs, dtype=bool)[order]
+    cuts = np.flatnonzero(np.append(doubt[1:] != doubt[:-1], True))  # the last position of each tie
+    fixed = np.cumsum(wrong)[cuts]
     total_wrong = int(wrong.sum())
-    shares, agreements, thresholds = [0.0], [1.0 - total_wrong / n], []
-    fixed = 0
-    for i in range(n):
-        fixed += int(wrong[i])
-        if i + 1 < n and doubt[i + 1] == doubt[i]:
-            continue  # a tie: the threshold cannot split it
-        shares.append((i + 1) / n)
-        agreements.append(1.0 - (total_wrong - fixed) / n)
+    shares = np.concatenate([[0.0], (cuts + 1) / n])
+    agreements = np.concatenate([[1.0 - total_wrong / n], 1.0 - (total_wrong - fixed) / n])
+    return shares, agreements, doubt, cuts
+
+
+def share_for(doubt: np.ndarray, differs: np.ndarray, agreement: float = 0.95) -> float:
+    """The least share of positions the target must write, most doubtful first, for this share of positions
+    to hold its choice (`Curve.share_at` without the curve: for a hundred thousand positions)."""
+    shares, agreements, _, _ = points(doubt, differs)
+    enough = agreements >= agreement - 1e-12
+    return float(shares[int(np.argmax(enough))]) if enough.any() else 1.0
+
+
+def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve:
+    """The curve of `rule` over positions with these scores and labels (differs: the draft's choice is not
+    the target's), each point with the threshold that gives it (`points`)."""
+    shares, agreements, doubt, cuts = points(np.array([rule.doubt(s) for s in scores], dtype=np.float64), differs)
+    n = len(doubt)
     # The threshold of each point: between the last escalated score and the next one, in the rule's units.
-    cuts = [i for i in range(n) if i + 1 == n or doubt[i + 1] != doubt[i]]
     first = _threshold_between(rule, None, doubt[0])  # nothing escalates: just past the most doubtful
     thresholds = [first] + [None if i + 1 == n else _threshold_between(rule, doubt[i], doubt[i + 1]) for i in cuts]
-    return Curve(rule.name, tuple(shares), tuple(agreements), tuple(thresholds))
+    return Curve(rule.name, tuple(shares.tolist()), tuple(agreements.tolist()), tuple(thresholds))
 
 
 def _threshold_between(rule: Rule, escalated: float | None, kept: float) -> float:
@@ -144,14 +154,7 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    order = np.argsort(scores, kind="stable")
-    ranks = np.empty(len(scores), dtype=np.float64)
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):  # average ranks over ties
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
+    _, tie, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = ((ends - counts + 1 + ends) / 2)[tie]  # 1-based ranks, averaged over ties
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

@@ -16,10 +16,11 @@ import math
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .curves import roc_auc
 from .identity import fingerprint
 from .reading import DraftReading
 
@@ -200,6 +201,29 @@ def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: 
     model = LogisticRegression(C=c, max_iter=2000).fit((x - scaler.mean_) / scale, y)
     return Router(names, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
                   pair=pair or {}, data=data or {})
+
+
+def fit_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float, n_hidden: int = 0,
+                    folds: int = 5) -> np.ndarray:
+    """Each row's probability from a router (`fit`) that never saw its group: rows go to fold `group %
+    folds`, so a prompt's (or a module's) positions are never both trained and judged on."""
+    groups = np.asarray(groups)
+    predicted = np.empty(len(y))
+    for fold in range(folds):
+        held = groups % folds == fold
+        if held.any():
+            predicted[held] = fit(x[~held], y[~held], c=c, n_hidden=n_hidden).probability(x[held])
+    return predicted
+
+
+def scores_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, grid: Sequence[float], n_hidden: int = 0,
+                       folds: int = 5, log: Callable[[str], None] = lambda _m: None) -> dict[float, float]:
+    """Each regularisation strength of `grid`, with its ROC AUC out of fold (`fit_out_of_fold`)."""
+    scores = {}
+    for c in grid:
+        scores[c] = roc_auc(fit_out_of_fold(x, y, groups, c, n_hidden, folds), np.asarray(y).astype(bool))
+        log(f"  C {c:g}: ROC AUC out of fold {scores[c]:.4f}")
+    return scores
 
 
 class RouterMissing(ValueError):
