@@ -53,6 +53,24 @@ def test_a_share_takes_the_measured_setting_where_the_big_model_wrote_the_neares
             "yours) solved 70%, 1.10× as fast") in words
 
 
+def test_a_run_at_a_budget_answers_a_budget_and_never_a_threshold():
+    budgeted = {**result("cascade", 6, 10, "perplexity", None, vs_target=0.85), "budget": 0.1, "target_share": 0.104}
+    at_share = {**result("cascade", 7, 10, "perplexity", 1.08, vs_target=0.83), "budget": None, "target_share": 0.1}
+    results = [result("target", 7, vs_target=1.0), result("draft", 4, vs_target=2.0), budgeted, at_share,
+               {**result("cascade", 5, 10, "perplexity", 5.0, vs_target=1.7), "budget": None, "target_share": 0.0}]
+    words = quality_sentence(GenerationConfig(policy="cascade", budget=0.1), *CODER, [report(results=results)])
+    assert ("sharing with a budget of 10%, where the big model wrote 10.4% of the tokens solved 60%, 0.85× as "
+            "fast" in words) and "nearest yours" not in words
+    near = quality_sentence(GenerationConfig(policy="cascade", budget=0.12), *CODER, [report(results=results)])
+    assert "with a budget of 10%, where the big model wrote 10.4% of the tokens (the measured setting nearest" in near
+    # A threshold is answered by a threshold's run, whatever a budget's run delivered.
+    words = quality_sentence(GenerationConfig(policy="cascade", threshold=5.0), *CODER, [report(results=results)])
+    assert "sharing at threshold 5 solved 50%, 1.70× as fast" in words
+    only_budget = [result("target", 7, vs_target=1.0), result("draft", 4, vs_target=2.0), budgeted]
+    words = quality_sentence(GenerationConfig(policy="cascade", threshold=5.0), *CODER, [report(results=only_budget)])
+    assert "this way of sharing the work was not measured" in words
+
+
 def test_a_way_not_measured_is_said_to_be_so_and_the_baselines_still_shown():
     words = quality_sentence(GenerationConfig(policy="cascade", rule="margin"), *CODER, [report()])
     assert "solved 70%, the small one 40%, and this way of sharing the work was not measured" in words

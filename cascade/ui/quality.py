@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,15 +62,23 @@ def load_reports(folder: Path = RESULTS) -> tuple[Report, ...]:
 
 def _by_share(result: dict[str, Any], config: GenerationConfig) -> bool:
     """Whether a measured configuration is compared with the config by the share of tokens the big model
-    wrote: the config asks for a share (a budget), and the configuration was measured with its rule."""
+    wrote: the config asks for a share (a budget), and the configuration was measured at a threshold of its
+    rule."""
     return config.budget is not None and result["threshold"] is not None and result.get("target_share") is not None
 
 
 def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
-    """How far a measured configuration is from the config (0: the same): by the share the big model wrote
-    against the share asked, for a config with a budget; else by threshold, or by k."""
+    """How far a measured configuration is from the config (0: the same; inf: not comparable). A config with a
+    budget: a run at a budget by the budgets, a run at a threshold by the share the big model wrote there
+    against the budget. A config with a threshold: by threshold (a run at a budget is not comparable: which
+    share a threshold gives is not known). Else by k."""
+    budget = result.get("budget")  # reports written before budgets have no such key
+    if config.budget is not None and budget is not None:
+        return abs(budget - config.budget) / max(config.budget, 1e-9)
     if _by_share(result, config):
         return abs(result["target_share"] - config.budget) / max(config.budget, 1e-9)
+    if budget is not None:
+        return math.inf
     if result["threshold"] is not None:
         return abs(result["threshold"] - config.threshold) / max(abs(config.threshold), 1e-9)
     if result["k"] is not None:
@@ -82,7 +91,7 @@ def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report
     beside it (the sentence's baselines come from the same report, so from the same problems): the same
     setting if one was measured; of equally near ones, the one measured on the most problems."""
     found = [(report, r) for report in reports if report.result("target") and report.result("draft")
-             for r in report.candidates(config)]
+             for r in report.candidates(config) if _distance(r, config) < math.inf]
     return min(found, key=lambda pair: (_distance(pair[1], config), -pair[1]["n_tasks"]), default=None)
 
 
@@ -101,6 +110,10 @@ def _pct(x: float) -> str:
 
 
 def _setting(result: dict[str, Any], config: GenerationConfig | None = None) -> str:
+    if result.get("budget") is not None:
+        rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
+        return (f"with a budget of {_pct(result['budget'])}{rule}, where the big model wrote "
+                f"{100 * result['target_share']:.1f}% of the tokens")
     if result["threshold"] is not None:
         rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
         share = (f", where the big model wrote {_pct(result['target_share'])} of the tokens"
