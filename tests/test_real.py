@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from cascade import Engine, ModelConfig, load_pair
+from cascade.engine.numerics import EXACT_INSTALL, batch_kernels
 
 from .helpers import accepted_ids, run
 
@@ -54,6 +55,19 @@ def test_speculative_text_matches_the_target_alone_up_to_numerics(engine):
     # Near-ties can flip under batched evaluation; a long shared prefix shows the two agree.
     common = next((i for i, (a, b) in enumerate(zip(target.text, spec.text)) if a != b), len(target.text))
     assert common >= min(len(target.text), 60), (target.text, spec.text)
+
+
+def test_on_an_exact_build_speculative_writes_the_targets_own_text(engine):
+    """Where this build has no batch-only kernels (`scripts/install-llama-cpp --exact`), k=4's checks see the
+    big model's own logits: speculative decoding writes, token for token, what the big model alone writes.
+    Skipped on the fast build, whose answers may differ at near ties (BENCHMARKS.md counts them)."""
+    if batch_kernels():
+        pytest.skip(f"this llama.cpp build has batch-only kernels ({', '.join(batch_kernels())}): the exact "
+                    f"one ({EXACT_INSTALL}) runs this check")
+    for prompt in ("Write a Python function that returns the n-th Fibonacci number.", SEED_PROMPT):
+        _, target = run(engine, prompt, policy="target", max_tokens=64)
+        _, spec = run(engine, prompt, policy="speculative", k=4, max_tokens=64)
+        assert spec.text == target.text, prompt
 
 
 def test_cascade_on_the_seed_prompt_is_sane(engine):

@@ -92,6 +92,20 @@ def test_install_script_builds_what_requirements_txt_says():
     assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX2=ON" in flags, flags
 
 
+def test_the_exact_build_adds_only_the_batch_kernel_flags_and_builds_apart():
+    def printed(*args):
+        out = subprocess.run(["bash", str(ROOT / "scripts/install-llama-cpp"), *args, "--print"],
+                             capture_output=True, text=True, check=True).stdout
+        return dict(line.split("=", 1) for line in out.splitlines())
+
+    portable, exact = printed(), printed("--exact")
+    assert exact["VERSION"] == portable["VERSION"]
+    assert exact["FLAGS"].split() == portable["FLAGS"].split() + ["-DGGML_CPU_REPACK=OFF", "-DGGML_LLAMAFILE=OFF"]
+    assert exact["WHEELS"] != portable["WHEELS"]  # a wheel of its own: pip's cache would not tell them apart
+    wrong = subprocess.run(["bash", str(ROOT / "scripts/install-llama-cpp"), "--fast"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "usage" in wrong.stderr
+
+
 def test_pip_needs_pre_requirements():
     # pip < 23.1 rejects --config-settings inside a requirements file.
     assert "pip>=23.1" in requirement_lines(ROOT / "pre-requirements.txt")

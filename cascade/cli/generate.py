@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import Summary, TokenEvent, complete_events
+from ..engine.numerics import numerics_words
 from ..engine.policies import POLICY_TABLE
 from ..serving.settings import add_generation_flags, add_model_flags, generation_config, model_config, model_flags
 from .shared import Command, load_engine
@@ -42,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     summary: Summary | None = None
     if POLICY_TABLE[config.policy].steered:
         engine.calibrate()  # part of loading: auto's first (and only) request starts informed
+    if POLICY_TABLE[config.policy].lossless and config.policy != "target" and not args.json:  # a batched check
+        print(f"[{numerics_words(config.k, gpu=models.n_gpu_layers != 0)}]", file=sys.stderr)
     if config.answer_prefix and not args.json:  # given, not written: in the terminal's own colour
         out.write(config.answer_prefix)
         out.flush()

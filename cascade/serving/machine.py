@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..engine.models import ModelPair
+from ..engine.numerics import batch_kernels
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class Machine:
     target: str
     python: str
     date: str
+    # llama.cpp's batch-only CPU kernels in this build ("LLAMAFILE, REPACK"; "none": a batch of up to 7
+    # tokens reads as one-token steps do, `engine/numerics.py`)
+    batch_kernels: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -37,7 +41,7 @@ def cpu_name() -> str:
 def describe_machine(pair: ModelPair) -> Machine:
     return Machine(cpu=cpu_name(), cores=os.cpu_count() or 1, threads=pair.config.n_threads, device=pair.config.device,
                    draft=pair.draft_path.name, target=pair.target_path.name, python=platform.python_version(),
-                   date=time.strftime("%Y-%m-%d"))
+                   date=time.strftime("%Y-%m-%d"), batch_kernels=", ".join(batch_kernels()) or "none")
 
 
 def rss_mb() -> float:
