@@ -25,7 +25,9 @@ def picture(report: Path, out: Path, width: int = 1200) -> None:
         html = Path(folder) / "chart.html"
         chart_html(data["results"], html, data["title"])
         with sync_playwright() as p:
-            browser = p.chromium.launch()
+            system = Path("/usr/bin/chromium")  # Debian's, as the tests use (scripts/setup installs it)
+            browser = (p.chromium.launch(executable_path=str(system), args=["--headless", "--no-sandbox"])
+                       if system.exists() else p.chromium.launch())
             page = browser.new_page(viewport={"width": width, "height": 640}, device_scale_factor=1)
             page.goto(html.as_uri())
             page.wait_for_selector(".main-svg")
