@@ -14,8 +14,8 @@ from cascade.bench import sandbox
 from cascade.bench.tasks import STYLES, Task, TasksError, check_answer, load_tasks, program, subset
 from cascade.bench.tasks_cache import AnswerCache, Setup, cache_key
 from cascade.bench.tasks_configs import Configuration, configurations, parse_thresholds
-from cascade.bench.tasks_report import markdown
-from cascade.bench.tasks_results import Paired, mcnemar_exact
+from cascade.bench.tasks_report import head_to_head, head_to_head_markdown, markdown
+from cascade.bench.tasks_results import Answer, ConfigResult, Paired, mcnemar_exact
 from cascade.bench.tasks_run import run_tasks
 from cascade.engine.events import ModelStats, Summary
 
@@ -209,6 +209,16 @@ def test_the_cache_key_leaves_out_what_a_configuration_does_not_read():
     assert cache_key(setup, cascade5, QWEN) != cache_key(setup, Configuration(GenerationConfig(threshold=2.0)), QWEN)
 
 
+def test_a_build_without_the_batch_kernels_keeps_answers_of_its_own():
+    """The exact build reads prompts and checks proposals with other rounding: its answers are not the
+    default build's, and the default build's answers keep the keys they were cached under."""
+    default = Setup(draft="d:1:aa", target="t:1:bb", n_threads=2, n_ctx=4096)
+    exact = Setup(draft="d:1:aa", target="t:1:bb", n_threads=2, n_ctx=4096, batch_kernels=())
+    for policy in ("target", "speculative", "cascade"):
+        configuration = Configuration(GenerationConfig(policy=policy))
+        assert cache_key(default, configuration, QWEN) != cache_key(exact, configuration, QWEN)
+    assert cache_key(default, Configuration(GenerationConfig(policy="target")), QWEN) == "d2c3aa76e9ad673ed3b19a97"
+
 # ---- running, caching, resuming --------------------------------------------------------------------
 
 class ScriptedEngine:
@@ -267,11 +277,30 @@ def test_the_run_names_the_problems_that_flipped_against_the_target(tmp_path):
     engine = Flipping()
     target, draft = run_tasks(tasks, configurations(["draft"]), QWEN, lambda: engine, Setup("d", "t"),
                               AnswerCache(tmp_path))
-    assert target.paired is None and draft.paired == Paired(gained=("Toy/2",), lost=("Toy/0",))
+    assert target.paired is None and draft.paired == Paired(gained=("Toy/2",), lost=("Toy/0",),
+                                                            differing=("Toy/0", "Toy/2"), n=3)
     row = draft.to_dict()
-    assert row["paired"] == {"gained": ["Toy/2"], "lost": ["Toy/0"], "mcnemar_p": 1.0}
+    assert row["paired"] == {"gained": ["Toy/2"], "lost": ["Toy/0"], "mcnemar_p": 1.0,
+                             "same_text": 1, "differing": ["Toy/0", "Toy/2"]}
     table = markdown([target.to_dict(), row])
-    assert "| draft | 66.7% | 2/3 | +1 −1 (p 1) |" in table and "| target | 66.7% | 2/3 | — |" in table
+    assert "| draft | 66.7% | 2/3 | +1 −1 (p 1) | 1/3 | 10.0% | — |" in table
+    assert "| target | 66.7% | 2/3 | — | — | 100.0% | — |" in table
+
+
+def test_the_big_models_share_is_spread_over_answers_by_percentile():
+    def answer(i: int, n_target: int) -> Answer:
+        return Answer(f"Toy/{i}", "x", 10, n_target, 1.0, "eos", None, None, sandbox.Check("passed"))
+
+    result = ConfigResult(Configuration(GenerationConfig(policy="cascade", budget=0.1)),
+                          [answer(i, n) for i, n in enumerate([0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 5])])
+    p10, p50, p90 = result.share_spread
+    assert (p10, p50, p90) == (pytest.approx(0.1), pytest.approx(0.1), pytest.approx(0.1))
+    row = result.to_dict()
+    assert row["share_spread"] == (p10, p50, p90)
+    assert "| 10–10% |" in markdown([row])
+    wide = ConfigResult(result.configuration, [answer(i, n) for i, n in enumerate(range(11))])
+    assert wide.share_spread == (pytest.approx(0.1), pytest.approx(0.5), pytest.approx(0.9))
+    assert ConfigResult(result.configuration).share_spread is None
 
 
 def test_an_interrupted_run_resumes_from_the_cache(tmp_path):
@@ -362,3 +391,19 @@ def test_a_threshold_is_rounded_only_as_far_as_it_sends_the_same_positions():
     assert readable_threshold(perplexity, 1.00045, scores) == 1.0005  # the same three escalate
     assert readable_threshold(perplexity, 2.0123456, scores) == 2.01
     assert readable_threshold(margin, 0.0432109, [0.01, 0.05, 0.9]) == 0.0432
+
+
+def test_rules_at_the_same_budget_are_compared_problem_by_problem():
+    def row(rule: str, budget: float | None, passed: set[int]) -> dict:
+        return {"label": f"cascade {rule} budget {budget}", "policy": "cascade", "rule": rule, "budget": budget,
+                "settings": {}, "answers": [{"task_id": f"T/{i}", "kind": "passed" if i in passed else "wrong_answer"}
+                                            for i in range(6)]}
+
+    rows = [row("perplexity", 0.1, {0, 1, 2}), row("learned", 0.1, {0, 3, 4, 5}), row("learned", 0.2, {0}),
+            {**row("perplexity", None, {0}), "threshold": 5.0}]
+    (pair,) = head_to_head(rows)  # only the two rules that shared a budget
+    assert (pair["a"], pair["b"], pair["n"]) == ("cascade perplexity budget 0.1", "cascade learned budget 0.1", 6)
+    assert pair["only_a"] == ["T/1", "T/2"] and pair["only_b"] == ["T/3", "T/4", "T/5"]
+    assert pair["mcnemar_p"] == pytest.approx(mcnemar_exact(2, 3))
+    assert "| 10% | cascade perplexity budget 0.1 | cascade learned budget 0.1 | 2 | 3 | 1 |" in head_to_head_markdown(rows)
+    assert head_to_head_markdown(rows[2:]) == ""

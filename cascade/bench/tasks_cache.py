@@ -48,17 +48,24 @@ class Setup:
     n_threads: int = 0
     n_ctx: int = 0
     n_gpu_layers: int = 0
+    # llama.cpp's batch-only CPU kernels on this build (`numerics.batch_kernels`): a build without them
+    # reads a prompt, and speculative decoding checks its proposals, with other rounding, so its answers
+    # are its own. None: the project's default build, whose answers kept their keys when this was added.
+    batch_kernels: tuple[str, ...] | None = None
 
 
 def setup_of(models: ModelConfig, router: Any) -> Setup:
     """The models' identities (resolving, and if need be downloading, their files) and how they run."""
     from ..engine.models import resolve_model
+    from ..engine.numerics import BATCH_KERNELS, batch_kernels
 
+    kernels = batch_kernels()
     router_id = "" if router is None else hashlib.sha256(
         json.dumps(router.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
     return Setup(draft=file_identity(resolve_model(models.draft, "draft")),
                  target=file_identity(resolve_model(models.target, "target")), router=router_id,
-                 n_threads=models.n_threads, n_ctx=models.n_ctx, n_gpu_layers=models.n_gpu_layers)
+                 n_threads=models.n_threads, n_ctx=models.n_ctx, n_gpu_layers=models.n_gpu_layers,
+                 batch_kernels=None if kernels == BATCH_KERNELS else kernels)
 
 
 def cache_key(setup: Setup, configuration: Configuration, style: PromptStyle) -> str:
@@ -67,6 +74,8 @@ def cache_key(setup: Setup, configuration: Configuration, style: PromptStyle) ->
            "target": setup.target, "draft": setup.draft if uses_draft else "",
            "router": setup.router if configuration.rule == "learned" else "",
            "threads": setup.n_threads, "n_ctx": setup.n_ctx, "gpu_layers": setup.n_gpu_layers}
+    if setup.batch_kernels is not None:  # another build than the default: answers of its own
+        raw["batch_kernels"] = list(setup.batch_kernels)
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:24]
 
 

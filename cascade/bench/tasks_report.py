@@ -32,18 +32,72 @@ def flips(r: Mapping[str, Any]) -> str:
     return f"+{len(paired['gained'])} −{len(paired['lost'])} (p {paired['mcnemar_p']:.2g})"
 
 
+def same_text(r: Mapping[str, Any]) -> str:
+    """How many answers are the target alone's word for word ("160/164"); "—" for the target itself (or a
+    report written before texts were compared)."""
+    paired = r.get("paired")
+    if not paired or "same_text" not in paired:
+        return "—"
+    return f"{paired['same_text']}/{paired['same_text'] + len(paired['differing'])}"
+
+
+def spread(r: Mapping[str, Any]) -> str:
+    """The big model's share of each answer, 10th to 90th percentile ("5–18%"); "—" where it wrote every token
+    or none (or a report written before the spread was kept)."""
+    p = r.get("share_spread")
+    if not p or r["policy"] in ("target", "draft"):
+        return "—"
+    return f"{100 * p[0]:.0f}–{100 * p[2]:.0f}%"
+
+
 def markdown(results: Sequence[Mapping[str, Any]]) -> str:
-    """One row per configuration: pass@1, the problems that flipped against the target alone, the big model's
-    share, speed, and failures by kind."""
-    lines = ["| configuration | pass@1 | passed | vs target alone: gained −lost (McNemar p) | big-model share | "
-             "tokens/s | × target alone | big model's ppl of the answers | mean tokens | "
-             + " | ".join(FAILURE_WORDS.values()) + " |",
-             "|" + "---|" * (9 + len(FAILURE_WORDS))]
+    """One row per configuration: pass@1, the problems that flipped against the target alone and the answers
+    that are its text word for word, the big model's share (overall and across answers), speed, and failures
+    by kind."""
+    lines = ["| configuration | pass@1 | passed | vs target alone: gained −lost (McNemar p) | same text as target | "
+             "big-model share | share per answer (10th–90th pct) | tokens/s | × target alone | "
+             "big model's ppl of the answers | mean tokens | " + " | ".join(FAILURE_WORDS.values()) + " |",
+             "|" + "---|" * (11 + len(FAILURE_WORDS))]
     for r in results:
         lines.append(f"| {r['label']} | {r['pass_at_1']:.1%} | {r['passed']}/{r['n_tasks']} | {flips(r)} | "
-                     f"{r['target_share']:.1%} | {r['tokens_per_s']:.2f} | {_num(r['vs_target'], '.2f')} | "
+                     f"{same_text(r)} | {r['target_share']:.1%} | {spread(r)} | "
+                     f"{r['tokens_per_s']:.2f} | {_num(r['vs_target'], '.2f')} | "
                      f"{_num(r['text_ppl_by_target'], '.3f')} | {r['mean_tokens']:.0f} | "
                      + " | ".join(str(r["failures"][k]) for k in FAILURE_WORDS) + " |")
+    return "\n".join(lines)
+
+
+def head_to_head(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rules against each other where they had the same budget (and policy and grain): on the problems both
+    answered, those one solved and the other did not, and McNemar's exact p. A rule's passes per share are
+    compared where the shares are equal by construction, not by a threshold chosen after the fact."""
+    from .tasks_results import mcnemar_exact
+
+    groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in results:
+        if r.get("budget") is not None and r["rule"] is not None:
+            groups[(r["policy"], r["budget"], (r.get("settings") or {}).get("span"))].append(r)
+    pairs = []
+    for (_policy, budget, _span), rows in groups.items():
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                solved = {x["task_id"]: x["kind"] == "passed" for x in b["answers"]}
+                mine = {x["task_id"]: x["kind"] == "passed" for x in a["answers"] if x["task_id"] in solved}
+                only_a = sorted(t for t, ok in mine.items() if ok and not solved[t])
+                only_b = sorted(t for t, ok in mine.items() if solved[t] and not ok)
+                pairs.append({"budget": budget, "a": a["label"], "b": b["label"], "n": len(mine),
+                              "only_a": only_a, "only_b": only_b, "mcnemar_p": mcnemar_exact(len(only_a), len(only_b))})
+    return pairs
+
+
+def head_to_head_markdown(results: Sequence[Mapping[str, Any]]) -> str:
+    """`head_to_head` as a table ("" when no two rules shared a budget)."""
+    pairs = head_to_head(results)
+    if not pairs:
+        return ""
+    lines = ["| same budget | A | B | solved by A only | solved by B only | McNemar p |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p['budget']:.0%} | {p['a']} | {p['b']} | {len(p['only_a'])} | {len(p['only_b'])} | "
+              f"{p['mcnemar_p']:.2g} |" for p in pairs]
     return "\n".join(lines)
 
 
@@ -80,7 +134,7 @@ def figure(results: Sequence[Mapping[str, Any]], title: str) -> go.Figure:
         label = {"target": "the big model alone", "draft": "the small model alone"}.get(name, name)
         hover = [f"{r['label']}: {r['passed']}/{r['n_tasks']} passed, {r['target_share']:.1%} of tokens by the big "
                  f"model, {r['tokens_per_s']:.1f} tokens/s" + (f" ({r['vs_target']:.2f}×)" if r["vs_target"] else "")
-                 + (f"; against the big model alone {flips(r)}" if r.get("paired") else "")
+                 + (f"; against the big model alone {flips(r)}, same text in {same_text(r)}" if r.get("paired") else "")
                  for r in group]
         mode = "markers" if len(group) == 1 else "lines+markers"
         for col, xs in ((1, [100 * r["target_share"] for r in group]),

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..engine.events import Summary
 from . import sandbox
 from .summaries import target_agreement, text_ppl
@@ -89,6 +91,16 @@ class ConfigResult:
         return sum(a.n_target_tokens for a in self.answers) / self.n_tokens if self.n_tokens else 0.0
 
     @property
+    def share_spread(self) -> tuple[float, float, float] | None:
+        """The big model's share of each answer's tokens: 10th, 50th and 90th percentiles over the answers (how
+        evenly a rule or a budget spreads the big model's work); None without answers."""
+        shares = [a.n_target_tokens / a.n_tokens for a in self.answers if a.n_tokens]
+        if not shares:
+            return None
+        p10, p50, p90 = np.percentile(shares, [10, 50, 90])
+        return float(p10), float(p50), float(p90)
+
+    @property
     def wall_s(self) -> float:
         return sum(a.wall_s for a in self.answers)
 
@@ -117,7 +129,7 @@ class ConfigResult:
         c = self.configuration
         return {"label": c.label, "policy": c.policy, "rule": c.rule, "threshold": c.threshold, "budget": c.budget,
                 "k": c.k, "n_tasks": self.n_tasks, "passed": self.passed, "pass_at_1": self.pass_at_1,
-                "target_share": self.target_share, "tokens_per_s": self.tokens_per_s, "vs_target": self.vs_target,
+                "target_share": self.target_share, "share_spread": self.share_spread, "tokens_per_s": self.tokens_per_s, "vs_target": self.vs_target,
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
                 "mean_tokens": self.mean_tokens, "n_tokens": self.n_tokens, "wall_s": self.wall_s,
                 "failures": self.failures, "cached": sum(a.cached for a in self.answers),
@@ -133,17 +145,22 @@ class ConfigResult:
 class Paired:
     """A configuration's answers beside the target alone's on the same problems: the problems it solved and
     the target did not (`gained`), those the target solved and it did not (`lost`), and McNemar's exact test
-    of whether they differ more than chance would make them (`p`: 1.0 when no problem flipped)."""
+    of whether they differ more than chance would make them (`p`: 1.0 when no problem flipped). `differing`:
+    the problems whose answer is not the target's word for word, flipped or not (for speculative decoding,
+    whose text should be the target's, every one is a divergence to account for)."""
 
     gained: tuple[str, ...]
     lost: tuple[str, ...]
+    differing: tuple[str, ...] = ()
+    n: int = 0  # the problems both answered
 
     @property
     def p(self) -> float:
         return mcnemar_exact(len(self.gained), len(self.lost))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gained": list(self.gained), "lost": list(self.lost), "mcnemar_p": self.p}
+        return {"gained": list(self.gained), "lost": list(self.lost), "mcnemar_p": self.p,
+                "same_text": self.n - len(self.differing), "differing": list(self.differing)}
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -158,10 +175,12 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def paired(target: ConfigResult, other: ConfigResult) -> Paired:
     """`Paired` over the problems both answered, in the other's order."""
-    solved = {a.task_id: a.check.passed for a in target.answers}
-    common = [a for a in other.answers if a.task_id in solved]
+    theirs = {a.task_id: a for a in target.answers}
+    common = [a for a in other.answers if a.task_id in theirs]
+    solved = {a.task_id: theirs[a.task_id].check.passed for a in common}
     return Paired(gained=tuple(a.task_id for a in common if a.check.passed and not solved[a.task_id]),
-                  lost=tuple(a.task_id for a in common if solved[a.task_id] and not a.check.passed))
+                  lost=tuple(a.task_id for a in common if solved[a.task_id] and not a.check.passed),
+                  differing=tuple(a.task_id for a in common if a.answer != theirs[a.task_id].answer), n=len(common))
 
 
 def with_speed_ratios(results: list[ConfigResult]) -> list[ConfigResult]:

@@ -96,6 +96,7 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
     from tqdm import tqdm
 
     from ..engine.models import resolve_model
+    from ..engine.numerics import batch_kernels
     from ..routing.router import load_router
     from ..serving.machine import cpu_name
 
@@ -125,7 +126,7 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
         "models": {"draft": Path(models.draft).name, "target": Path(models.target).name,
                    "draft_file": setup.draft, "target_file": setup.target},
         "machine": {"cpu": cpu_name(), "cores": os.cpu_count() or 1, "threads": models.n_threads,
-                    "device": models.device},
+                    "device": models.device, "batch_kernels": ", ".join(batch_kernels()) or "none"},
         "checking": isolation,
         "date": time.strftime("%Y-%m-%d"),
         "wall_s": time.perf_counter() - started,

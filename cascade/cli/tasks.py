@@ -86,9 +86,11 @@ def run(args: argparse.Namespace) -> int:
                             source=_task_source(args), cache=not args.no_cache, timeout_s=args.timeout,
                             memory_mb=args.memory_mb, command=["python", "-m", "cascade", *sys.argv[1:]],
                             log=log, shares=args.shares, share_rules=args.rules)
-    from ..bench.tasks_report import chart_html, markdown  # plotly, only once there are results to chart
+    from ..bench.tasks_report import chart_html, head_to_head_markdown, markdown  # plotly: only with results
 
     print(markdown(report["results"]))
+    if rules_met := head_to_head_markdown(report["results"]):
+        print("\nRules at the same budget, problem by problem:\n" + rules_met)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     if args.html:
