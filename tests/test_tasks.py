@@ -181,6 +181,19 @@ def test_a_budget_is_a_configuration_of_its_own_beside_or_instead_of_thresholds(
         configurations(["cascade"], budgets=[10])
 
 
+def test_budgets_can_be_given_to_one_rule():
+    """A frontier's rows as one command: the router at three budgets, perplexity at one."""
+    rows = configurations(["cascade"], ["perplexity", "learned"], budgets=["0.1", "learned:0.05,0.2"])
+    assert [c.label for c in rows] == ["target", "cascade perplexity budget 0.1", "cascade learned budget 0.1",
+                                       "cascade learned budget 0.05", "cascade learned budget 0.2"]
+    alone = configurations(["cascade"], ["perplexity", "learned"], budgets=["learned:0.1"])
+    assert [c.label for c in alone] == ["target", "cascade perplexity 5", "cascade learned budget 0.1"]
+    for items, message in ((["margin:0.1"], "the rule 'margin' is not among --rules"),
+                           (["learned:0.1,x"], "'x' is not a number"), (["learned:1.5"], "from 0 to 1")):
+        with pytest.raises(TasksError, match=message):
+            configurations(["cascade"], ["perplexity", "learned"], budgets=items)
+
+
 def test_each_escalation_grain_is_a_configuration_and_the_seeds_one_token_keeps_its_cache_key():
     spans = configurations(["cascade", "speculative"], ["perplexity"], budgets=[0.1], spans=["token", "line"])
     assert [c.label for c in spans] == ["target", "cascade perplexity budget 0.1",

@@ -8,7 +8,7 @@ configuration whatever threshold was asked, so its answers are written (and cach
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..engine.config import GenerationConfig
 from ..engine.policies import POLICY_TABLE
@@ -88,36 +88,45 @@ def distinct(configs: Iterable[Configuration]) -> list[Configuration]:
     return out
 
 
-def parse_thresholds(items: Sequence[str], rules: Sequence[str]) -> dict[str, list[float]]:
-    """--thresholds: "1.5" for every rule given, or "margin:0.04,0.1" for one; each checked in its rule's range."""
+def _per_rule(flag: str, items: Sequence[Any], rules: Sequence[str],
+              check: Callable[[str, float], None]) -> dict[str, list[float]]:
+    """A flag's values by rule: "1.5" for every rule given, or "margin:0.04,0.1" for one; each checked."""
     by_rule: dict[str, list[float]] = {rule: [] for rule in rules}
-    for item in items:
+    for item in map(str, items):
         rule, sep, values = item.partition(":")
         targets = [rule] if sep else list(rules)
         if sep and rule not in RULE_TABLE:
-            raise TasksError(f"--thresholds {item!r}: unknown rule {rule!r}; choose one of {', '.join(RULE_TABLE)}")
+            raise TasksError(f"{flag} {item!r}: unknown rule {rule!r}; choose one of {', '.join(RULE_TABLE)}")
         if sep and rule not in by_rule:
-            raise TasksError(f"--thresholds {item!r}: the rule {rule!r} is not among --rules")
+            raise TasksError(f"{flag} {item!r}: the rule {rule!r} is not among --rules")
         for text in (values if sep else item).split(","):
             try:
                 value = float(text)
             except ValueError:
-                raise TasksError(f"--thresholds {item!r}: {text!r} is not a number") from None
+                raise TasksError(f"{flag} {item!r}: {text!r} is not a number") from None
             for target in targets:
                 try:
-                    RULE_TABLE[target].check(value)
+                    check(target, value)
                 except ValueError as e:
-                    raise TasksError(f"--thresholds {item!r}: {e}") from None
+                    raise TasksError(f"{flag} {item!r}: {e}") from None
                 by_rule[target].append(value)
     return by_rule
 
 
-def parse_budgets(budgets: Sequence[float]) -> list[float]:
-    """--budgets: shares of the tokens for the big model, each from 0 to 1."""
-    for budget in budgets:
-        if not 0.0 <= budget <= 1.0:
-            raise TasksError(f"--budgets {budget:g}: a budget is a share of the tokens, from 0 to 1 (0.1: a tenth)")
-    return list(budgets)
+def parse_thresholds(items: Sequence[str], rules: Sequence[str]) -> dict[str, list[float]]:
+    """--thresholds: "1.5" for every rule given, or "margin:0.04,0.1" for one; each checked in its rule's range."""
+    return _per_rule("--thresholds", items, rules, lambda rule, value: RULE_TABLE[rule].check(value))
+
+
+def _check_budget(_rule: str, budget: float) -> None:
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError(f"a budget is a share of the tokens, from 0 to 1 (0.1: a tenth), not {budget:g}")
+
+
+def parse_budgets(items: Sequence[str | float], rules: Sequence[str]) -> dict[str, list[float]]:
+    """--budgets: shares of the tokens for the big model, each from 0 to 1: "0.1" for every rule given, or
+    "learned:0.05,0.2" for one."""
+    return _per_rule("--budgets", items, rules, _check_budget)
 
 
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
@@ -133,16 +142,17 @@ def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity"
         if rule not in RULE_TABLE:
             raise TasksError(f"unknown rule {rule!r}; choose among {', '.join(RULE_TABLE)}")
     by_rule = parse_thresholds(thresholds, rules)
-    budgets = parse_budgets(budgets)
+    budgets_by_rule = parse_budgets(budgets, rules)
     out: list[Configuration] = []
     base = GenerationConfig(max_tokens=max_tokens)
     for policy in ["target"] + [p for p in policies if p != "target"]:
         reads = POLICY_TABLE[policy].settings
         variants: list[dict[str, Any]] = [{}]
         if "threshold" in reads:
-            default = [] if budgets else [None]  # a rule given no threshold and no budget: its own threshold
-            variants = [{"rule": r, "threshold": t} for r in rules for t in by_rule[r] or default]
-            variants += [{"rule": r, "threshold": None, "budget": b} for r in rules for b in budgets]
+            # A rule given no threshold and no budget runs at its own threshold; given budgets only, at those.
+            variants = [{"rule": r, "threshold": t} for r in rules
+                        for t in by_rule[r] or ([] if budgets_by_rule[r] else [None])]
+            variants += [{"rule": r, "threshold": None, "budget": b} for r in rules for b in budgets_by_rule[r]]
             variants = [{**v, "span": span} for v in variants for span in spans or ("token",)]
         if "k" in reads and ks:
             variants = [{**v, "k": k} for v in variants for k in ks]

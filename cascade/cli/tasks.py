@@ -40,10 +40,11 @@ def add_arguments(tasks: argparse.ArgumentParser) -> None:
     tasks.add_argument("--thresholds", nargs="+", default=[], metavar="T",
                        help="thresholds for every rule (5 2.5), or one rule's (margin:0.04,0.1); default: each "
                             "rule's own")
-    tasks.add_argument("--budgets", type=float, nargs="+", default=[], metavar="B",
-                       help="token budgets for the policies with a rule, each of --rules at each (0.05 0.1: the "
-                            "share of the tokens the big model should write; the threshold moves as it writes), "
-                            "beside its --thresholds; a rule given no thresholds then runs at its budgets only")
+    tasks.add_argument("--budgets", nargs="+", default=[], metavar="B",
+                       help="token budgets for the policies with a rule: for every rule (0.05 0.1: the share of the "
+                            "tokens the big model should write; the threshold moves as it writes), or one rule's "
+                            "(learned:0.05,0.2), beside its --thresholds; a rule given no thresholds then runs at "
+                            "its budgets only")
     tasks.add_argument("--spans", nargs="+", default=["token"], choices=SPANS, metavar="SPAN",
                        help="escalation grains for the policies with a rule, each configuration at each: token (the "
                             "seed's one token), sure, line (default %(default)s)")
