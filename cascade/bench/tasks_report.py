@@ -71,7 +71,7 @@ def head_to_head(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Rules against each other where they had the same budget (and policy and grain): on the problems both
     answered, those one solved and the other did not, and McNemar's exact p. A rule's passes per share are
     compared where the shares are equal by construction, not by a threshold chosen after the fact."""
-    from .tasks_results import mcnemar_exact
+    from .tasks_results import flips, mcnemar_exact
 
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
     for r in results:
@@ -81,13 +81,15 @@ def head_to_head(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (_policy, budget, _span), rows in groups.items():
         for i, a in enumerate(rows):
             for b in rows[i + 1:]:
-                solved = {x["task_id"]: x["kind"] == "passed" for x in b["answers"]}
-                mine = {x["task_id"]: x["kind"] == "passed" for x in a["answers"] if x["task_id"] in solved}
-                only_a = sorted(t for t, ok in mine.items() if ok and not solved[t])
-                only_b = sorted(t for t, ok in mine.items() if solved[t] and not ok)
-                pairs.append({"budget": budget, "a": a["label"], "b": b["label"], "n": len(mine),
-                              "only_a": only_a, "only_b": only_b, "mcnemar_p": mcnemar_exact(len(only_a), len(only_b))})
+                only_a, only_b, n = flips(_solved(b), _solved(a).items())
+                pairs.append({"budget": budget, "a": a["label"], "b": b["label"], "n": n, "only_a": sorted(only_a),
+                              "only_b": sorted(only_b), "mcnemar_p": mcnemar_exact(len(only_a), len(only_b))})
     return pairs
+
+
+def _solved(row: Mapping[str, Any]) -> dict[str, bool]:
+    """A report row's answers: task id: solved."""
+    return {x["task_id"]: x["kind"] == "passed" for x in row["answers"]}
 
 
 def head_to_head_markdown(results: Sequence[Mapping[str, Any]]) -> str:

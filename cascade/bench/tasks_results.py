@@ -12,7 +12,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -173,14 +173,21 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def flips(base: Mapping[str, bool], other: Iterable[tuple[str, bool]]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """Over the problems both answered (task id: solved), in the other's order: those the other solved and the
+    base did not, those the base solved and the other did not, and how many both answered."""
+    common = [(task_id, ok) for task_id, ok in other if task_id in base]
+    return (tuple(t for t, ok in common if ok and not base[t]), tuple(t for t, ok in common if base[t] and not ok),
+            len(common))
+
+
 def paired(target: ConfigResult, other: ConfigResult) -> Paired:
     """`Paired` over the problems both answered, in the other's order."""
     theirs = {a.task_id: a for a in target.answers}
-    common = [a for a in other.answers if a.task_id in theirs]
-    solved = {a.task_id: theirs[a.task_id].check.passed for a in common}
-    return Paired(gained=tuple(a.task_id for a in common if a.check.passed and not solved[a.task_id]),
-                  lost=tuple(a.task_id for a in common if solved[a.task_id] and not a.check.passed),
-                  differing=tuple(a.task_id for a in common if a.answer != theirs[a.task_id].answer), n=len(common))
+    gained, lost, n = flips({t: a.check.passed for t, a in theirs.items()},
+                            ((a.task_id, a.check.passed) for a in other.answers))
+    differing = tuple(a.task_id for a in other.answers if a.task_id in theirs and a.answer != theirs[a.task_id].answer)
+    return Paired(gained=gained, lost=lost, differing=differing, n=n)
 
 
 def with_speed_ratios(results: list[ConfigResult]) -> list[ConfigResult]:
