@@ -4,6 +4,8 @@ tests/test_real.py checks that speculative decoding's text is the big model's.)"
 
 from __future__ import annotations
 
+import numpy as np
+
 from cascade.engine.numerics import EXACT_BATCH, EXACT_INSTALL, batch_kernels, exact_check, numerics_words
 
 FAST = "CPU : SSE3 = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 | "
@@ -32,3 +34,34 @@ def test_the_words_say_what_the_build_does_and_what_to_do():
     too_many = numerics_words(8, info=EXACT)
     assert "k=8 checks 9 at once" in too_many and f"k={EXACT_BATCH - 1} or less" in too_many
     assert "GPU" in numerics_words(4, gpu=True, info=EXACT)
+
+
+def test_a_check_that_reads_the_prompt_reads_it_as_the_target_alone_does_and_its_proposals_apart(toy):
+    """The first check of speculative decoding reads the prompt and the proposals after it. The prompt goes in
+    one read ending at its last token, as the target alone reads it; the proposals in a read of their own
+    (llama.cpp computes a token inside a long batch a little differently from one in a short one, and those
+    few-token reads are the ones exact builds make exact)."""
+    from .helpers import engine_for
+
+    runner = engine_for(toy.small, toy.related).pair.target
+    prompt = runner.llm.tokenize(b"The cat sat on the mat and looked at the door.")
+    proposals = runner.llm.tokenize(b" It was", add_bos=False)[:2] + prompt[1:3]
+    reads: list[int] = []
+    decode = runner._decode
+    runner._decode = lambda chunk, *a: (reads.append(len(chunk)), decode(chunk, *a))[1]
+    try:
+        runner.clear()
+        alone = runner.advance(prompt, 1)
+        runner.clear()
+        reads.clear()
+        checked = runner.advance(prompt + proposals, len(proposals) + 1)
+        assert reads == [len(prompt), len(proposals)]
+        assert np.array_equal(checked[0], alone[0])  # the prompt's last row: the same read, the same bits
+        reads.clear()
+        # A later check (its cache holds the text before the rows; the last of it is read again for its row):
+        # one read.
+        runner.advance(prompt + proposals + proposals, len(proposals) + 1)
+        assert reads == [len(proposals) + 1]
+    finally:
+        del runner._decode
+        runner.clear()

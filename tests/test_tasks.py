@@ -232,6 +232,21 @@ def test_a_build_without_the_batch_kernels_keeps_answers_of_its_own():
         assert cache_key(default, configuration, QWEN) != cache_key(exact, configuration, QWEN)
     assert cache_key(default, Configuration(GenerationConfig(policy="target")), QWEN) == "d2c3aa76e9ad673ed3b19a97"
 
+
+def test_policies_whose_first_check_reads_past_the_prompt_have_answers_of_their_own():
+    """Since the runner reads a prompt apart from the proposals after it, the answers of every policy whose
+    first check holds both are keyed anew; the others (the target alone, the draft, cascade) keep theirs."""
+    from cascade.bench.tasks_cache import PROMPT_READ_APART
+    from cascade.engine.policies import POLICY_TABLE
+
+    config = GenerationConfig()
+    checks = {name for name, p in POLICY_TABLE.items() if p.loop is None and
+              (p.window(config, 4) > 0 or p.looks_up or p.steered)}
+    assert checks == set(PROMPT_READ_APART)
+    setup = Setup(draft="d:1:aa", target="t:1:bb", n_threads=2, n_ctx=4096)
+    cascade = Configuration(GenerationConfig(policy="cascade", threshold=5.0))
+    assert cache_key(setup, cascade, QWEN) == "d82a5866a6e7a7c923b77a72"  # as before the change
+
 # ---- running, caching, resuming --------------------------------------------------------------------
 
 class ScriptedEngine:

@@ -21,6 +21,11 @@ from .tasks_configs import Configuration
 
 CACHE_VERSION = 1  # bump when a change to the engine or the prompts makes cached answers stale
 
+# Policies whose first check reads proposals after the prompt: since the runner reads the prompt apart from
+# them (`ModelRunner._evaluate`, 2026-12-02), their answers are keyed apart from those written before.
+# (Every other policy reads exactly as it did, and keeps its cached answers.)
+PROMPT_READ_APART = ("bild", "speculative", "lookup", "lookup+draft", "auto")
+
 
 def cache_root() -> Path:
     return cache_folder("tasks")
@@ -74,6 +79,8 @@ def cache_key(setup: Setup, configuration: Configuration, style: PromptStyle) ->
            "target": setup.target, "draft": setup.draft if uses_draft else "",
            "router": setup.router if configuration.rule == "learned" else "",
            "threads": setup.n_threads, "n_ctx": setup.n_ctx, "gpu_layers": setup.n_gpu_layers}
+    if configuration.policy in PROMPT_READ_APART:
+        raw["prompt_read"] = "apart"
     if setup.batch_kernels is not None:  # another build than the default: answers of its own
         raw["batch_kernels"] = list(setup.batch_kernels)
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:24]

@@ -72,7 +72,7 @@ class ModelRunner:
             raise ValueError("asked for more logit rows than the context has tokens")
         started = time.perf_counter()
         discarded = self._truncate(keep)
-        rows, calls = self._evaluate(context[keep:], n_rows)
+        rows, calls = self._evaluate(context[keep:], n_rows, fresh=keep == 0)
         self.stats = ModelStats(
             calls=self.stats.calls + calls,
             tokens_evaluated=self.stats.tokens_evaluated + len(context) - keep,
@@ -121,15 +121,24 @@ class ModelRunner:
             del self.tokens[keep:]
         return max(dropped, 0)
 
-    def _evaluate(self, new: Sequence[int], n_rows: int) -> tuple[np.ndarray, int]:
+    def _evaluate(self, new: Sequence[int], n_rows: int, fresh: bool = False) -> tuple[np.ndarray, int]:
         rows = np.empty((n_rows, self.n_vocab), dtype=np.float32)
         first_row = len(new) - n_rows  # index in `new` of the first position whose logits we return
         calls = 0
         hidden = self._hidden
         # (start, end, embeddings mode) of the stretches of `new` read: with hidden states wanted, the
-        # rows' stretch apart from what comes before it (see `advance_hidden`).
-        stretches = [(0, first_row, False), (first_row, len(new), True)] if hidden is not None else \
-            [(0, len(new), False)]
+        # rows' stretch apart from what comes before it (see `advance_hidden`). Reading a prompt (`fresh`:
+        # from an empty cache) with tokens after it (a speculative check's proposals), the prompt up to its
+        # last token is one read, as the target alone reads it, and the tokens after it another: llama.cpp
+        # computes a token read inside a long batch a little differently from one read in a short one, and
+        # the check's rows are then the target alone's own on a build without batch-only kernels
+        # (BENCHMARKS.md, "Speculative decoding's numerics").
+        if hidden is not None:
+            stretches = [(0, first_row, False), (first_row, len(new), True)]
+        elif fresh and 0 < first_row and n_rows > 1:
+            stretches = [(0, first_row + 1, False), (first_row + 1, len(new), False)]
+        else:
+            stretches = [(0, len(new), False)]
         for lo, hi, embed in stretches:
             start = lo
             while start < hi:
