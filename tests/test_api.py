@@ -21,6 +21,7 @@ from cascade import ModelConfig  # noqa: E402
 from cascade.api import protocol  # noqa: E402
 from cascade.api.server import ApiSettings, create_api  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
+from cascade.engine.runner import ModelRunner  # noqa: E402
 from cascade.engine.sampling import log_softmax  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 
@@ -295,8 +296,18 @@ def test_a_browser_client_from_an_allowed_origin_may_call(server):
 
 # ---- behaving like a server -------------------------------------------------------------------------
 
-def test_a_client_that_leaves_after_three_chunks_frees_its_slot_within_a_second(server, service):
+def test_a_client_that_leaves_after_three_chunks_frees_its_slot_within_a_second(server, service, monkeypatch):
     scheduler = service.engines()[0].pair.draft.context.scheduler
+    # The toy pair writes 400 tokens in a fraction of a second, faster than the client reads three chunks
+    # on a quick run; each read slowed by 5 ms keeps the answer writing for seconds, so the client leaves
+    # a generation that is still running.
+    advance = ModelRunner.advance
+
+    def slowly(self, context, n_rows=1):
+        time.sleep(0.005)
+        return advance(self, context, n_rows)
+
+    monkeypatch.setattr(ModelRunner, "advance", slowly)
 
     def writing() -> list:
         return [e for e in service.engines() if e.pair.lock.locked()]
