@@ -33,7 +33,7 @@ from cascade.bench.page_speed import PAGE_CLIENT, page_threads_cpu_s  # noqa: E4
 from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
-from cascade.ui.controls import RULE_LABEL  # noqa: E402
+from cascade.ui.controls import RULE_LABEL, page_start  # noqa: E402
 from cascade.ui import rulewords, sentences  # noqa: E402
 from cascade.ui.generate import (GENERATE_INPUTS, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
                                   stop)
@@ -452,8 +452,14 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     without = rule_control(build_demo(lambda progress: None))
     assert [v for _, v in without.choices] == ["perplexity", "entropy", "margin"] and without.value == PAGE_START.rule
     router = toy_router("d.gguf → t.gguf")
-    with_router = rule_control(build_demo(lambda progress: None, router=lambda: router))
+    routed = build_demo(lambda progress: None, router=lambda: router)
+    with_router = rule_control(routed)
     assert [v for _, v in with_router.choices] == list(RULE_TABLE)
+    # With a router the page starts by it, at its own default threshold, in its units; the share still decides.
+    assert with_router.value == "learned" and "d.gguf → t.gguf" in with_router.info
+    threshold = next(b for b in routed.blocks.values() if "cascade-threshold" in (getattr(b, "elem_classes", None) or []))
+    assert threshold.value == RULE_TABLE["learned"].default and threshold.label == "Threshold (learned, probability)"
+    assert page_start(True).budget == PAGE_START.budget and page_start(False) == PAGE_START
 
     class Request:  # what Gradio passes on load
         def __init__(self, **query):
@@ -464,8 +470,13 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     assert loaded[rule_index]["value"] == "learned" and "d.gguf → t.gguf" in loaded[rule_index]["info"]
     assert loaded[threshold_index]["value"] == RULE_TABLE["learned"].default and loaded[threshold_index]["label"] == "Threshold (learned, probability)"
     refused = make_apply_link(lambda: None)(Request(rule="learned"))
-    assert "value" not in refused[rule_index] and "learned rule is not offered" in refused[len(GENERATE_INPUTS)]
+    assert refused[rule_index]["value"] == PAGE_START.rule and "learned rule is not offered" in refused[len(GENERATE_INPUTS)]
     assert [v for _, v in refused[rule_index]["choices"]] == ["perplexity", "entropy", "margin"]
+    # A link that names no rule opens at the page's start as it is when it loads: by the router if one loaded.
+    for source, rule in ((lambda: router, "learned"), (lambda: None, PAGE_START.rule)):
+        opened = make_apply_link(source)(Request(budget="0.2"))
+        assert opened[rule_index]["value"] == rule and opened[threshold_index]["value"] == page_start(rule == "learned").threshold
+        assert opened[GENERATE_INPUTS.index("budget")]["value"] == 0.2
 
 
 def test_a_null_threshold_is_the_rules_own_default():

@@ -50,7 +50,7 @@ def test_a_share_takes_the_measured_setting_where_the_big_model_wrote_the_neares
                {**result("cascade", 7, 10, "perplexity", 1.5, vs_target=1.1), "target_share": 0.3}]
     words = quality_sentence(GenerationConfig(policy="cascade", budget=0.25), *CODER, [report(results=results)])
     assert ("sharing at threshold 1.5, where the big model wrote 30% of the tokens (the measured setting nearest "
-            "yours) solved 70%, 1.10× as fast") in words
+            "yours), solved 70%, 1.10× as fast") in words
 
 
 def test_a_run_at_a_budget_answers_a_budget_and_never_a_threshold():
@@ -59,7 +59,7 @@ def test_a_run_at_a_budget_answers_a_budget_and_never_a_threshold():
     results = [result("target", 7, vs_target=1.0), result("draft", 4, vs_target=2.0), budgeted, at_share,
                {**result("cascade", 5, 10, "perplexity", 5.0, vs_target=1.7), "budget": None, "target_share": 0.0}]
     words = quality_sentence(GenerationConfig(policy="cascade", budget=0.1), *CODER, [report(results=results)])
-    assert ("sharing with a budget of 10%, where the big model wrote 10.4% of the tokens solved 60%, 0.85× as "
+    assert ("sharing with a budget of 10%, where the big model wrote 10.4% of the tokens, solved 60%, 0.85× as "
             "fast" in words) and "nearest yours" not in words
     near = quality_sentence(GenerationConfig(policy="cascade", budget=0.12), *CODER, [report(results=results)])
     assert "with a budget of 10%, where the big model wrote 10.4% of the tokens (the measured setting nearest" in near

@@ -3,7 +3,8 @@
 Every control that sets a request is named after its `GenerationConfig` field and takes its range and
 help from there, and its starting value from the page's start (`PAGE_START`: the library's defaults, but
 for the margin rule with a budget of 10%). The rule's dropdown offers the learned rule only when the page
-has a router, which `current_router` asks for when the page is built and when it loads.
+has a router, which `current_router` asks for when the page is built and when it loads; the page then
+starts by it (`page_start`).
 
 How much the big model writes is set one of two ways (`share_controls`): as a share of the tokens, in
 percent (the budget; the page's start), or, one tick away, as a threshold in the rule's units, dragged on
@@ -112,15 +113,26 @@ class ShareControls:
     bar: gr.Slider
 
 
+def page_start(has_router: bool) -> GenerationConfig:
+    """The request the page starts with: `PAGE_START`, but by the learned router, at its own default
+    threshold, where the page has one (the project ships one for the small model file it was trained with,
+    recognised by the file). On text no evaluation uses it ranks the positions the big model would write
+    differently best of the rules (BENCHMARKS.md, "Which rule?"); without one the page keeps its rule."""
+    if not has_router:
+        return PAGE_START
+    return PAGE_START.replace(rule="learned", threshold=RULE_TABLE["learned"].default)
+
+
 def start_percent() -> float:
     """Where the share's slider starts: the page's share in percent, or 10% where the page starts with a
     threshold deciding (the share an untick brings back)."""
     return round(100 * PAGE_START.budget, 2) if PAGE_START.budget is not None else 10.0
 
 
-def share_controls(rule: str) -> tuple[dict[str, Component], ShareControls]:
+def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Component], ShareControls]:
     """How much the big model writes: a share of the tokens (the main control), or, ticked, a threshold in
-    `rule`'s units; the request's `budget` (hidden) and `threshold` controls, and the parts around them."""
+    the units of `start`'s rule; the request's `budget` (hidden) and `threshold` controls, and the parts
+    around them."""
     by_share = PAGE_START.budget is not None
     with gr.Group(elem_classes="cascade-share-box"):
         share = gr.Slider(0, 100, value=start_percent(), step=1, label=SHARE_LABEL, visible=by_share,
@@ -134,9 +146,9 @@ def share_controls(rule: str) -> tuple[dict[str, Component], ShareControls]:
                            label="Share of tokens for the big model (0 to 1; empty: the threshold decides)",
                            elem_classes="cascade-budget")
     with gr.Group(elem_classes="cascade-threshold-box", visible=not by_share) as threshold_box:
-        threshold = gr.Slider(**{**rulewords.slider_props(rule), "value": PAGE_START.threshold},
+        threshold = gr.Slider(**{**rulewords.slider_props(start.rule), "value": start.threshold},
                               elem_classes="cascade-threshold")
-        bar = threshold_bar()
+        bar = threshold_bar(start)
     return {"budget": budget, "threshold": threshold}, ShareControls(share, by_threshold, threshold_box, bar)
 
 
@@ -145,15 +157,16 @@ def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareCo
     (`PAGE_START`), and the parts that set how much the big model writes (`share_controls`). `router`: the
     learned rule's, if the page has one (the rule is offered only then). The threshold is a slider in the
     rule's units (the generate endpoint's input, a link's and a run file's number); the bar a visitor
-    drags is the one under it (`threshold_bar`)."""
+    drags is the one under it (`threshold_bar`). With a router the page starts by the learned rule
+    (`page_start`)."""
     seed_meta = limits(GenerationConfig, "seed")
-    rule = PAGE_START.rule
-    controls = {"policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=PAGE_START.policy,
+    start = page_start(router is not None)
+    controls = {"policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=start.policy,
                                       label="Who writes", elem_classes="cascade-policy")}
-    deciding, shares = share_controls(rule)
+    deciding, shares = share_controls(start)
     controls.update(deciding)
-    controls["rule"] = gr.Dropdown(rulewords.choices(router is not None), value=rule, label=RULE_LABEL,
-                                   info=rulewords.rule_info(rule, trained_on(router)), elem_classes="cascade-rule")
+    controls["rule"] = gr.Dropdown(rulewords.choices(router is not None), value=start.rule, label=RULE_LABEL,
+                                   info=rulewords.rule_info(start.rule, trained_on(router)), elem_classes="cascade-rule")
     with gr.Accordion("More settings", open=False):
         controls.update(
             k=_slider("k", "k: tokens the small model drafts per check (speculative)"),
@@ -223,9 +236,9 @@ def bar_position(rule: str, threshold: float) -> int:
     return round(f * BAR_STEPS)
 
 
-def threshold_bar() -> gr.Slider:
+def threshold_bar(start: GenerationConfig = PAGE_START) -> gr.Slider:
     """The bar a visitor drags to set the threshold (its number and label are the threshold slider's)."""
-    return gr.Slider(0, BAR_STEPS, value=bar_position(PAGE_START.rule, PAGE_START.threshold), step=1,
+    return gr.Slider(0, BAR_STEPS, value=bar_position(start.rule, start.threshold), step=1,
                      label="the threshold's bar", show_label=False, container=False,
                      elem_classes="cascade-threshold-bar", buttons=[])
 

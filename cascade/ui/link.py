@@ -32,7 +32,7 @@ import gradio as gr
 from ..engine.config import PAGE_START
 from ..routing.rules import RULE_TABLE, RULES
 from . import rulewords
-from .controls import RouterSource, current_router, trained_on
+from .controls import RouterSource, current_router, page_start, trained_on
 from .conversation import (HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history,
                            waiting_html)
 from .generate import GENERATE_INPUTS, MODES, SETTINGS, EngineProvider, make_generate, request_config
@@ -161,7 +161,8 @@ def copy_link_js() -> str:
 def make_apply_link(router: RouterSource | None = None):
     """On load: the controls a link's query parameters set, a message about them, and whether to run.
     The rule's dropdown offers the learned rule only if the page has a router now; a linked rule brings
-    its own threshold slider (range, label and the link's threshold, or the rule's default)."""
+    its own threshold slider (range, label and the link's threshold, or the rule's default), and a link
+    that names none the page's start as it is now (`page_start`: the learned rule where a router loaded)."""
 
     def apply_link(request: gr.Request) -> tuple:
         loaded = current_router(router)
@@ -169,12 +170,12 @@ def make_apply_link(router: RouterSource | None = None):
                          rules=rulewords.offered(loaded is not None))
         updates = {name: gr.update(value=link.values[name]) if name in link.values else gr.skip()
                    for name in GENERATE_INPUTS}
-        rule = link.values.get("rule", PAGE_START.rule)
-        updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None),
-                                    info=rulewords.rule_info(rule, trained_on(loaded)),
-                                    **({"value": rule} if "rule" in link.values else {}))
-        if "rule" in link.values:
-            updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": link.values["threshold"]})
+        start = page_start(loaded is not None)  # a link that names no rule: the page's start, as it is now
+        rule = link.values.get("rule", start.rule)
+        updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None), value=rule,
+                                    info=rulewords.rule_info(rule, trained_on(loaded)))
+        threshold = link.values["threshold"] if "rule" in link.values else start.threshold
+        updates["threshold"] = gr.update(**{**rulewords.slider_props(rule), "value": threshold})
         message = link.message()
         # A conversation's question waits under its earlier turns (drawn when the history field changes).
         history = parse_history(link.values.get("history", ""))

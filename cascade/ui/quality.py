@@ -156,7 +156,8 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
                  "lookup": "prompt lookup", "lookup+draft": "lookup with the small model", "auto": "auto"}
         speed = (f", {result['vs_target']:.2f}× as fast as the big model alone" if result.get("vs_target") else "")
         counted = "; speeds count generation, reading the prompt included" if speed else ""
-        shared = (f", and {words.get(config.policy, config.policy)} {setting} solved {_pct(result['pass_at_1'])}"
+        pause = "," if ", where " in setting else ""  # the setting's own clause closes before the verb
+        shared = (f", and {words.get(config.policy, config.policy)} {setting}{pause} solved {_pct(result['pass_at_1'])}"
                   f"{speed}").replace("  ", " ")
     other = ("" if (Path(draft).name, Path(target).name) == (measured["draft"], measured["target"]) else
              f" These figures were measured with another pair than this page's models ({pair_words(Path(draft).name, Path(target).name)}): "
