@@ -620,6 +620,9 @@ def test_importing_the_app_loads_no_model():
 
 # ---- the real pair ---------------------------------------------------------------------------------
 
+PAGE_CPU_SHARE = 0.08  # the page threads' CPU over the page's time, at most
+
+
 @pytest.mark.real
 def test_the_page_streams_at_the_engines_own_speed(real_pair):
     """Page vs engine on the real pair, the same request: straight through the engine (its Summary's
@@ -628,8 +631,12 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
     out; the median of eight rounds. On this shared machine a stretch of slow rounds can still pull the
     median under, so a median under the bar is measured again, up to three times, and all must be under to
     fail; the failure gives every round's figures.
-    Beside it, what does not drift with the machine: the CPU time the page's own threads take, at most
-    5% of the page's time. Run with -s to see the numbers."""
+    Beside it, the CPU time the page's own threads take, at most 8% of the page's time (of one core). It
+    drifts with the machine less than wall times do, but it does: 2.9-3.3% on 2026-12-01, 5.0-5.1% in two CI
+    runs and 4.7-6.3% in replays on 2026-12-03, a slower day. About 2 points of it are Gradio's own loops
+    with no picture drawn, and each picture costs about 9 ms (our drawing about 3 of them) at 64 tokens, four
+    a second (BENCHMARKS.md, "The page against the engine"): pictures that cost twice as much would go over
+    it on a day like 2026-12-03. Run with -s to see the numbers."""
     if not Path("/proc/self/task").exists():
         pytest.skip("reads the page threads' CPU time from /proc")
     engine = engine_for(*real_pair)
@@ -682,7 +689,7 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
         client.stdin.close()
         client.wait(timeout=60)
         demo.close()
-    assert sum(page_cpu) <= 0.05 * sum(page_wall), "\n".join(report)
+    assert sum(page_cpu) <= PAGE_CPU_SHARE * sum(page_wall), "\n".join(report)
     assert max(medians) >= 0.9, "\n".join(report)
 
 
