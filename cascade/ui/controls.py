@@ -123,26 +123,26 @@ def page_start(has_router: bool) -> GenerationConfig:
     return PAGE_START.replace(rule="learned", threshold=RULE_TABLE["learned"].default)
 
 
-def start_percent() -> float:
-    """Where the share's slider starts: the page's share in percent, or 10% where the page starts with a
+def start_percent(start: GenerationConfig = PAGE_START) -> float:
+    """Where the share's slider starts: the start's share in percent, or 10% where the page starts with a
     threshold deciding (the share an untick brings back)."""
-    return round(100 * PAGE_START.budget, 2) if PAGE_START.budget is not None else 10.0
+    return round(100 * start.budget, 2) if start.budget is not None else 10.0
 
 
 def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Component], ShareControls]:
     """How much the big model writes: a share of the tokens (the main control), or, ticked, a threshold in
     the units of `start`'s rule; the request's `budget` (hidden) and `threshold` controls, and the parts
     around them."""
-    by_share = PAGE_START.budget is not None
+    by_share = start.budget is not None
     with gr.Group(elem_classes="cascade-share-box"):
-        share = gr.Slider(0, 100, value=start_percent(), step=1, label=SHARE_LABEL, visible=by_share,
+        share = gr.Slider(0, 100, value=start_percent(start), step=1, label=SHARE_LABEL, visible=by_share,
                           info="In % of the tokens: those the small model is least sure of go to the big model, "
                                "about this share of them (the threshold moves as the answer is written to keep it). "
                                "Move it after a run to see a what-if.", elem_classes="cascade-share")
         by_threshold = gr.Checkbox(value=not by_share, label=BY_THRESHOLD_LABEL, elem_classes="cascade-by-threshold",
                                    info="Fix the threshold yourself, in the units of the small model's judgement "
                                         "(below), instead of a share.")
-        budget = gr.Number(value=PAGE_START.budget, visible="hidden", minimum=0, maximum=1,
+        budget = gr.Number(value=start.budget, visible="hidden", minimum=0, maximum=1,
                            label="Share of tokens for the big model (0 to 1; empty: the threshold decides)",
                            elem_classes="cascade-budget")
     with gr.Group(elem_classes="cascade-threshold-box", visible=not by_share) as threshold_box:
