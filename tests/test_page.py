@@ -634,9 +634,9 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
     Beside it, the CPU time the page's own threads take, at most 8% of the page's time (of one core). It
     drifts with the machine less than wall times do, but it does: 2.9-3.3% on 2026-12-01, 5.0-5.1% in two CI
     runs and 4.7-6.3% in replays on 2026-12-03, a slower day. About 2 points of it are Gradio's own loops
-    with no picture drawn, and each picture costs about 9 ms (our drawing about 3 of them) at 64 tokens, four
-    a second (BENCHMARKS.md, "The page against the engine"): pictures that cost twice as much would go over
-    it on a day like 2026-12-03. Run with -s to see the numbers."""
+    with no picture drawn, and each picture costs about 6-7 ms more (our drawing 2.7 of them) at 64 tokens,
+    four a second (`scripts/page-cpu.py`; BENCHMARKS.md, "The page against the engine"): pictures that cost
+    twice as much would go over it on a day like 2026-12-03. Run with -s to see the numbers."""
     if not Path("/proc/self/task").exists():
         pytest.skip("reads the page threads' CPU time from /proc")
     engine = engine_for(*real_pair)
