@@ -181,6 +181,18 @@ def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
     assert {t["meta"] for t in without["data"]} == {"curve"}  # no run point, no break-even measured: none drawn
 
 
+def test_the_break_even_label_stays_on_the_side_of_its_line_with_room():
+    """The line's label is short (the legend has the sentence) and sits right of a line in the left half,
+    left of one in the right half: on a phone the sentence reached past the screen, and the break-even is
+    measured, so the line can be anywhere."""
+    from cascade.routing.curves import Curve
+
+    curves = {"margin": Curve("margin", (0.0, 1.0), (0.6, 1.0), (0.0, None))}
+    for break_even, side in ((0.0, "left"), (0.3, "left"), (0.5, "right"), (0.9, "right"), (1.0, "right")):
+        (label,) = chart.rules_figure_spec(curves, break_even=break_even)["layout"]["annotations"]
+        assert (label["x"], label["xanchor"], label["text"]) == (100 * break_even, side, "break-even")
+
+
 def test_a_run_at_0_or_100_percent_is_drawn_whole_on_the_rules_figure():
     from cascade.routing.curves import Curve
 

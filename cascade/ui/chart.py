@@ -274,6 +274,7 @@ def _default_template() -> dict[str, Any]:
 # ---- which rule decides best: the rules' curves after a comparison -----------------------------------
 
 BREAK_EVEN_NAME = "sharing pays left of here on this machine"
+BREAK_EVEN_LABEL = "break-even"
 AXIS_PAD = 3  # percentage points past each end of the rules' axes
 
 
@@ -317,8 +318,12 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                        "x": [x, x], "y": [bottom, 101], "hovertemplate": html.escape(
                            f"{BREAK_EVEN_NAME}: {100 * break_even:.0f}% by the big model") + "<extra></extra>",
                        "line": {"color": GREY, "dash": "dash", "width": 2}})
-        annotations.append({"x": x, "y": 101, "xref": "x", "yref": "y", "text": BREAK_EVEN_NAME,
-                            "showarrow": False, "xanchor": "left", "yanchor": "bottom", "font": {"size": 11}})
+        # A short label beside its line (the legend says what it means), on the side with room: right of a
+        # line in the left half, left of one in the right half. The line is measured, so anywhere; the
+        # legend's sentence as its label was half a phone's chart wide and reached past the screen.
+        annotations.append({"x": x, "y": 101, "xref": "x", "yref": "y", "text": BREAK_EVEN_LABEL,
+                            "showarrow": False, "xanchor": "left" if x < 50 else "right", "yanchor": "bottom",
+                            "font": {"size": 11}})
     return {
         "data": traces,
         "layout": {
