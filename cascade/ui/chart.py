@@ -1,9 +1,7 @@
-"""The per-token chart as a Plotly figure spec: one point per token, the threshold as a line.
+"""The per-token chart and the rules' curves, as Plotly figure specs from a run's `Routing`.
 
-Each point is the number the deferral rule compares with its threshold (`cascade.rules`): the small
-model's perplexity of its own token by default (on a log axis), or its entropy, its top-two margin
-(below the line goes to the big model) or the learned router's probability (linear axes). A pure
-function of a run's `Routing`; hover labels carry model text, so they are escaped.
+Each point is the number the run's rule compares with its threshold (perplexity on a log axis, the
+others linear); hover labels carry model text, so they are escaped.
 """
 
 from __future__ import annotations
@@ -19,7 +17,8 @@ from collections.abc import Sequence
 from ..engine.analysis import Decision, Routing, Slot, WhatIf, as_rule, asked_decision
 from ..routing.rules import Rule
 from . import rulewords
-from .style import BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, visible, written_by
+from .style import (BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, pct, visible,
+                    written_by)
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
 
@@ -52,15 +51,12 @@ def _plotted(slot: Slot, rule: Rule) -> float | None:
     if rule.name != "perplexity":
         score = slot.score(rule)
         return score if score is not None and math.isfinite(score) else None
-    # Where the draft scored nothing, the target's own perplexity stands in (drawn as a hollow mark),
-    # so the chart still has one point per token.
+    # unscored by the draft: the target's own perplexity stands in (a hollow mark), one point per token
     ppl = slot.routing_ppl if slot.routing_ppl is not None else slot.token.target_ppl
     return ppl if ppl is not None and math.isfinite(ppl) else None
 
 
-# Positions without another rule's number (no stand-in exists in its units) are drawn along the bottom,
-# on a hidden second axis.
-_BOTTOM = 0.03
+_BOTTOM = 0.03  # where a position without the rule's number is drawn, on a hidden second axis
 
 
 def _points(name: str, chosen: list[Slot], color: str, symbol: str = "circle", extra=lambda s: "",
@@ -134,8 +130,7 @@ def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule = PERPLEXIT
 
 
 def _moving_line(name: str, routing: Routing, whatif: WhatIf, color: str, dash: str) -> dict:
-    """The threshold a share (a budget) set, position by position: a line in steps through the
-    positions where it stood at a number (past every number, it leaves a gap)."""
+    """The threshold a share (budget) set, position by position, as a stepped line (a gap where infinite)."""
     xs = [s.token.position for s in routing.slots]
     ys = [t if math.isfinite(t) else None for t in whatif.thresholds]
     return {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys, "connectgaps": False,
@@ -144,7 +139,7 @@ def _moving_line(name: str, routing: Routing, whatif: WhatIf, color: str, dash: 
 
 
 def _share_name(prefix: str, budget: float, rule: Rule, named: bool) -> str:
-    """A moving threshold's name: short, for a phone's legend (the axis title says which side escalates)."""
+    """A moving threshold's name, short enough for a phone's legend."""
     name = f"{prefix}, moved for a {rulewords.share(budget)} share"
     return f"{name} ({rule.name})" if named else name
 
@@ -171,8 +166,7 @@ def _yaxis(rule: Rule) -> dict[str, Any]:
 
 def _run_line(routing: Routing, run: Decision, span: tuple[float, float], prior: Sequence[float] | None,
               prefix: str, color: str, dash: str) -> dict:
-    """The run's own threshold: a line at it, or, for a run whose share (a budget) set it, the thresholds
-    that share set, replayed over the run's positions from the calibration's `prior`."""
+    """The run's own threshold: a flat line, or the thresholds its share set, replayed from `prior`."""
     rule = as_rule(run.rule)
     own = routing.whatif(run, prior) if run.budget is not None else None
     if own is not None:
@@ -184,16 +178,9 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
                 run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, *,
                 run_budget: float | None = None, budget: float | None = None,
                 prior: Sequence[float] | None = None, run_line: bool = True) -> dict[str, Any]:
-    """The per-token chart as a Plotly figure dict (`plotly.graph_objects.Figure(spec)`).
-
-    One point per output token at x = its position: the number the run's rule (`run_rule`) compared
-    with its threshold there (the draft's perplexity of its own choice, by the seed's rule). Coloured by
-    who wrote the token, or, for a what-if (another threshold, another `rule`, or a `budget`: a share
-    whose threshold moves position by position, replayed from the calibration's `prior`), by who would
-    have, with that rule's numbers. A run whose share set its threshold (`run_budget`) draws the threshold
-    it moved, replayed over its positions: with `run_line` False (a run still being written, whose replay
-    would be redone for every picture), none. Threshold lines are traces whose `meta` is "threshold".
-    """
+    """The per-token chart as a Plotly figure dict: one point per token, coloured by who wrote it or, for a
+    what-if (another `threshold`, `rule` or `budget`), by who would have. `run_line` False leaves out the
+    run's own threshold (a run still being written); threshold traces have `meta` "threshold"."""
     run_rule = as_rule(run_rule)
     run = Decision(run_rule.name, run_threshold, run_budget)
     asked = asked_decision(run, threshold, as_rule(rule).name if rule is not None else None, budget)
@@ -242,8 +229,7 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
 
 def perplexity_figure(routing: Routing, run_threshold: float, threshold: float | None = None,
                       run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
-    """The chart as a `plotly.graph_objects.Figure` (by the run's rule, or a what-if's; perplexity by
-    default; `shares`: `figure_spec`'s run_budget, budget and prior)."""
+    """`figure_spec` as a `plotly.graph_objects.Figure`."""
     import plotly.graph_objects as go
 
     return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares))
@@ -251,11 +237,8 @@ def perplexity_figure(routing: Routing, run_threshold: float, threshold: float |
 
 def perplexity_plot(routing: Routing, run_threshold: float, threshold: float | None = None,
                     run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
-    """The same chart as `perplexity_figure`, in the JSON its Figure would send, for the page's `gr.Plot`.
-
-    Building a Figure validates every property of every point (20 ms at 64 tokens, more as the text
-    grows) and the page draws the chart a few times a second while the models write; the spec is
-    already valid, so it is sent as it is, with the template a Figure would have added."""
+    """`figure_spec` as the JSON its Figure would send, for the page's `gr.Plot`, without building the
+    Figure: the spec is already valid, and validating it on every picture of a live run is too slow."""
     from gradio.components.plot import PlotData
 
     spec = figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares)
@@ -265,7 +248,7 @@ def perplexity_plot(routing: Routing, run_threshold: float, threshold: float | N
 
 @functools.lru_cache(maxsize=1)
 def _default_template() -> dict[str, Any]:
-    """Plotly's default template as a Figure writes it into its layout (the page's look)."""
+    """Plotly's default template, as a Figure writes it into its layout."""
     import plotly.graph_objects as go
 
     return json.loads(go.Figure().to_json())["layout"]["template"]
@@ -278,49 +261,46 @@ BREAK_EVEN_LABEL = "break-even"
 AXIS_PAD = 3  # percentage points past each end of the rules' axes
 
 
-def _pct(x: float) -> float:
+def _as_percent(x: float) -> float:
+    """A share (0 to 1) as a number on a percent axis."""
     return round(100 * x, 3)
 
 
 def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | None = None,
                       break_even: float | None = None, run_name: str = "this run") -> dict[str, Any]:
-    """The rules' teacher-forced curves (`teacher.Curve`) as a Plotly figure dict: one line per rule, x
-    the share of tokens the big model writes, y the share of tokens equal to the big model's own, both
-    in %; this run as a point (`run_point`: its big-model share and its agreement); the machine's
-    break-even share as a vertical dashed line (left of it, sharing the work pays). Curve traces' `meta`
-    is "curve", the run's "run", the line's "break_even"."""
+    """The rules' teacher-forced curves as a Plotly figure dict: x the big model's share, y the agreement
+    with its own text, both in %; `run_point` (share, agreement) as a star; `break_even` as a dashed line.
+    Traces' `meta`: "curve", "run", "break_even"."""
     traces = []
     for name, curve in curves.items():
         rule_name = rulewords.plain_name(name, short=True)
         text = []
         for share, agreed, threshold in zip(curve.shares, curve.agreements, curve.thresholds):
             at = "" if threshold is None else f" at threshold {fmt_threshold(round(threshold, 4))}"
-            text.append(html.escape(f"{rule_name}{at}: the big model writes {100 * share:.0f}% of the tokens; "
-                                    f"{100 * agreed:.0f}% are the big model's own"))
+            text.append(html.escape(f"{rule_name}{at}: the big model writes {pct(share)} of the tokens; "
+                                    f"{pct(agreed)} are the big model's own"))
         traces.append({"type": "scatter", "mode": "lines", "name": rule_name, "meta": "curve",
-                       "x": [_pct(s) for s in curve.shares], "y": [_pct(a) for a in curve.agreements],
+                       "x": [_as_percent(s) for s in curve.shares], "y": [_as_percent(a) for a in curve.agreements],
                        "text": text, "hovertemplate": "%{text}<extra></extra>", "line": {
                            "color": RULE_COLOURS.get(name, GREY), "width": 2.5}})
     lows = [a for c in curves.values() for a in c.agreements]
     if run_point is not None:
         lows.append(run_point[1])
         traces.append({"type": "scatter", "mode": "markers", "name": run_name, "meta": "run",
-                       "x": [_pct(run_point[0])], "y": [_pct(run_point[1])],
-                       "text": [html.escape(f"{run_name}: the big model wrote {100 * run_point[0]:.0f}% of the tokens; "
-                                            f"it would have written {100 * run_point[1]:.0f}% of them itself")],
+                       "x": [_as_percent(run_point[0])], "y": [_as_percent(run_point[1])],
+                       "text": [html.escape(f"{run_name}: the big model wrote {pct(run_point[0])} of the tokens; "
+                                            f"it would have written {pct(run_point[1])} of them itself")],
                        "hovertemplate": "%{text}<extra></extra>",
                        "marker": {"color": RED, "size": 13, "symbol": "star", "line": {"width": 1, "color": "#222"}}})
     bottom = max(-AXIS_PAD, 100 * min(lows, default=0.0) - AXIS_PAD)
     annotations = []
     if break_even is not None:
-        x = _pct(min(max(break_even, 0.0), 1.0))
+        x = _as_percent(min(max(break_even, 0.0), 1.0))
         traces.append({"type": "scatter", "mode": "lines", "name": BREAK_EVEN_NAME, "meta": "break_even",
                        "x": [x, x], "y": [bottom, 101], "hovertemplate": html.escape(
-                           f"{BREAK_EVEN_NAME}: {100 * break_even:.0f}% by the big model") + "<extra></extra>",
+                           f"{BREAK_EVEN_NAME}: {pct(break_even)} by the big model") + "<extra></extra>",
                        "line": {"color": GREY, "dash": "dash", "width": 2}})
-        # A short label beside its line (the legend says what it means), on the side with room: right of a
-        # line in the left half, left of one in the right half. The line is measured, so anywhere; the
-        # legend's sentence as its label was half a phone's chart wide and reached past the screen.
+        # a short label on the side of the line with room (the legend says what it means)
         annotations.append({"x": x, "y": 101, "xref": "x", "yref": "y", "text": BREAK_EVEN_LABEL,
                             "showarrow": False, "xanchor": "left" if x < 50 else "right", "yanchor": "bottom",
                             "font": {"size": 11}})
@@ -331,7 +311,7 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                       "x": 0.5, "xanchor": "center"},
             "height": 400,
             "margin": {"l": 60, "r": 10, "t": 50, "b": 45},
-            # (padded past 0% and 100%, so that a run's star there is drawn whole)
+            # padded past 0% and 100%, so that a star there is drawn whole
             "xaxis": {"title": {"text": "tokens written by the big model (%)"}, "range": [-AXIS_PAD, 100 + AXIS_PAD],
                       "ticksuffix": "%", "zeroline": False},
             "yaxis": {"title": {"text": "agreement with the big model's text (%)"}, "range": [bottom, 100 + AXIS_PAD],

@@ -1,12 +1,7 @@
 """Is sharing worth it? One sentence from the measured pass rates on coding problems, beside the speed.
 
-The figures come from the results files the project ships in `cascade/results/` (each written by
-`python -m cascade tasks --json`), never typed by hand. For a run on the page, the sentence gives the big
-model alone's pass rate, the small one's, and the measured configuration nearest the run's (its policy,
-rule and threshold or k, or, for a run that asked for a share, the share the big model wrote there; from
-whichever shipped report measured it nearest), with that configuration's speed against the big model. It
-names the problems, the pair, the machine's threads and the date, and says so when the page's models are
-not the pair measured.
+The figures come from the shipped results (`cascade/results/*.json`, written by `cascade tasks --json`):
+both models alone, and the measured configuration nearest the run's.
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from typing import Any, Sequence
 
 from ..engine.config import GenerationConfig
 from ..engine.policies import POLICY_TABLE
+from .style import pct
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -61,18 +57,14 @@ def load_reports(folder: Path = RESULTS) -> tuple[Report, ...]:
 
 
 def _by_share(result: dict[str, Any], config: GenerationConfig) -> bool:
-    """Whether a measured configuration is compared with the config by the share of tokens the big model
-    wrote: the config asks for a share (a budget), and the configuration was measured at a threshold of its
-    rule."""
+    """Whether a result measured at a threshold is compared with the config's share (budget) by its share."""
     return config.budget is not None and result["threshold"] is not None and result.get("target_share") is not None
 
 
 def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
-    """How far a measured configuration is from the config (0: the same; inf: not comparable). A config with a
-    budget: a run at a budget by the budgets, a run at a threshold by the share the big model wrote there
-    against the budget. A config with a threshold: by threshold (a run at a budget is not comparable: which
-    share a threshold gives is not known). Else by k."""
-    budget = result.get("budget")  # reports written before budgets have no such key
+    """How far a measured configuration is from the config, relative (0: the same; inf: not comparable):
+    by budget or share, else by threshold (a budget's result is no threshold's neighbour), else by k."""
+    budget = result.get("budget")  # older reports have no budget
     if config.budget is not None and budget is not None:
         return abs(budget - config.budget) / max(config.budget, 1e-9)
     if _by_share(result, config):
@@ -87,9 +79,8 @@ def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
 
 
 def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report, dict[str, Any]] | None:
-    """The measured configuration nearest the config, over every report that has both models alone
-    beside it (the sentence's baselines come from the same report, so from the same problems): the same
-    setting if one was measured; of equally near ones, the one measured on the most problems."""
+    """The measured configuration nearest the config, in a report that also has both models alone (the
+    baselines then count the same problems); ties go to the most problems."""
     found = [(report, r) for report in reports if report.result("target") and report.result("draft")
              for r in report.candidates(config) if _distance(r, config) < math.inf]
     return min(found, key=lambda pair: (_distance(pair[1], config), -pair[1]["n_tasks"]), default=None)
@@ -105,18 +96,14 @@ def pair_words(draft: str, target: str) -> str:
     return f"{draft} → {target}"
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
 def _setting(result: dict[str, Any], config: GenerationConfig | None = None) -> str:
     if result.get("budget") is not None:
         rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
-        return (f"with a budget of {_pct(result['budget'])}{rule}, where the big model wrote "
+        return (f"with a budget of {pct(result['budget'])}{rule}, where the big model wrote "
                 f"{100 * result['target_share']:.1f}% of the tokens")
     if result["threshold"] is not None:
         rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
-        share = (f", where the big model wrote {_pct(result['target_share'])} of the tokens"
+        share = (f", where the big model wrote {pct(result['target_share'])} of the tokens"
                  if config is not None and _by_share(result, config) else "")
         return f"at threshold {result['threshold']:g}{rule}{share}"
     if result["k"] is not None:
@@ -140,8 +127,8 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
     pair = pair_words(measured["draft"], measured["target"])
     where = f"{pair} pair, {threads} CPU threads" if threads else f"{pair} pair"
     start = (f"On {report.n_tasks} coding problems ({data['tasks']['source']}, checked by running their tests; "
-             f"measured {data['date']}), the big model alone solved {_pct(big['pass_at_1'])}, "
-             f"the small one {_pct(small['pass_at_1'])}")
+             f"measured {data['date']}), the big model alone solved {pct(big['pass_at_1'])}, "
+             f"the small one {pct(small['pass_at_1'])}")
     counted = ""
     if found is None:
         shared = ", and this way of sharing the work was not measured"
@@ -157,7 +144,7 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
         speed = (f", {result['vs_target']:.2f}× as fast as the big model alone" if result.get("vs_target") else "")
         counted = "; speeds count generation, reading the prompt included" if speed else ""
         pause = "," if ", where " in setting else ""  # the setting's own clause closes before the verb
-        shared = (f", and {words.get(config.policy, config.policy)} {setting}{pause} solved {_pct(result['pass_at_1'])}"
+        shared = (f", and {words.get(config.policy, config.policy)} {setting}{pause} solved {pct(result['pass_at_1'])}"
                   f"{speed}").replace("  ", " ")
     other = ("" if (Path(draft).name, Path(target).name) == (measured["draft"], measured["target"]) else
              f" These figures were measured with another pair than this page's models ({pair_words(Path(draft).name, Path(target).name)}): "

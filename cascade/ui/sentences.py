@@ -13,6 +13,7 @@ from ..engine.events import Summary, TokenEvent
 from ..routing.rules import RULE_TABLE
 from . import rulewords
 from .diff import comparison_diff
+from .style import pct
 
 _STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most tokens allowed",
           "stop_string": "it wrote a stop string", "context_full": "the context was full",
@@ -214,7 +215,7 @@ def compare_html(run: Summary, alone: Summary) -> str:
 
 def _share(x: float) -> str:
     """A share as a person reads it: 31%, under 1%, 0%."""
-    return "under 1%" if 0 < x < 0.005 else f"{100 * x:.0f}%"
+    return "under 1%" if 0 < x < 0.005 else pct(x)
 
 
 def _pays(break_even: float) -> str:

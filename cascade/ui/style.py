@@ -10,8 +10,7 @@ GREY = "#8a8a8a"
 GREEN = "#1b7a34"  # text only in the big model's version, in a comparison
 PURPLE = "#7b3fa0"  # tokens copied from earlier in the text (prompt lookup), in the text and on the chart
 THRESHOLD_COLOUR = "#e07b00"
-# Each deferral rule's colour, wherever rules are drawn side by side: the page's curves after a
-# comparison, and the bench's reports (`bench/routers_report.py`, `bench/tasks_report.py`).
+# Each deferral rule's colour wherever rules are drawn side by side (the page's curves, the bench's reports).
 RULE_COLOURS = {"perplexity": THRESHOLD_COLOUR, "entropy": BLUE, "margin": PURPLE, "learned": GREEN}
 
 SMALL, BIG = "the small model (draft)", "the big model (target)"
@@ -21,6 +20,7 @@ LOOKUP = "copied from earlier in the text (prompt lookup), checked by the big mo
 def written_by(source: str) -> str:
     """Who wrote an output token, in words, from its event's `source`."""
     return {"draft": f"written by {SMALL}", "target": f"written by {BIG}", "lookup": LOOKUP}.get(source, source)
+
 
 TEXT_STYLE = ("white-space:pre-wrap;word-break:break-word;line-height:1.6;font-size:1.02em;"
               "padding:10px 12px;border:1px solid rgba(128,128,128,.35);border-radius:8px;min-height:4em")
@@ -36,6 +36,11 @@ def fmt_ppl(ppl: float | None) -> str:
 
 def fmt_threshold(threshold: float) -> str:
     return f"{threshold:g}"
+
+
+def pct(x: float) -> str:
+    """A share (0 to 1) as a whole percent: 0.314 → "31%"."""
+    return f"{100 * x:.0f}%"
 
 
 def visible(text: str) -> str:
