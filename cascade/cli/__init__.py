@@ -12,12 +12,10 @@ import sys
 from typing import Sequence
 
 from ..engine.models import ModelError
-from . import bench, calibrate, generate, load, routers, serve, side_by_side, tasks
+from . import bench, generate, serve, tasks
 from .shared import Command
 
-COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *routers.COMMANDS, *calibrate.COMMANDS,
-                                 *tasks.COMMANDS,
-                                 *serve.COMMANDS, *side_by_side.COMMANDS, *load.COMMANDS)
+COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *tasks.COMMANDS, *serve.COMMANDS)
 
 
 def build_parser() -> argparse.ArgumentParser:
