@@ -1,25 +1,11 @@
-"""The `auto` policy: measure as it runs, and pick the cheapest way to write the next tokens.
+"""The `auto` policy's tuner: running cost estimates, and the cheapest way to write the next tokens.
 
-It keeps running estimates (exponentially weighted) of
-- the draft's cost per token (`d`), the target's cost for one token (`t1`) and for each further token
-  of a batch (`b`), all timed from the models' own calls;
-- how often the draft doubts its token at the user's threshold (`escalation`), and how often the
-  target agrees with a drafted token (`alpha`).
-From these it predicts seconds per token for three ways of writing
-- the target alone: t1;
-- cascade at the user's threshold: a draft step per token, and one target call per escalation that
-  catches up on the tokens since the last (`costmodel.cascade_cost`; over a short remaining text a rarely
-  doubtful draft is seldom caught up at all);
-- speculative decoding with k drafts: (k·d + t1 + k·b) / E, E = (1 − α^(k+1)) / (1 − α) tokens per round;
-and uses the cheapest, switching only when another is predicted clearly (10%) cheaper. Cascade, which
-changes the text, is used only when it is clearly (10%) cheaper than the best way that does not. Switching to a way
-that drafts first costs the draft's catch-up on the text it has not read, spread over the tokens left.
-While the target writes alone nothing about the draft is learned, so now and then (after 64 tokens,
-then 128, 256, ... while probes keep finding the target best) one speculative round refreshes the
-estimates, if the draft's catch-up for it costs at most 3% of the target's time for what remains. The estimates live on the Engine and carry over between requests, so a second request starts informed.
-
-Speculative rounds and the target alone give the target's own text; cascade changes the text where
-the draft was confident, exactly as the `cascade` policy does at the same threshold.
+From running averages of the models' per-call costs (d, t1, b), the escalation rate and the acceptance
+rate, it predicts seconds per token of the target alone, cascade and speculative decoding at each k
+(`costmodel`), and switches only to a way predicted 10% cheaper; cascade, which changes the text, must be
+10% cheaper than the best lossless way. While the target writes alone, a speculative probe now and then
+(after 64 tokens, then 128, ...) refreshes the draft's estimates. The tuner lives on the Engine, so its
+estimates carry over between requests.
 """
 
 from __future__ import annotations
@@ -30,8 +16,7 @@ from .observers import Observer
 from .policies import POLICY_TABLE, Mode
 
 KS = (1, 2, 3, 4, 6, 8)
-# A target call over more tokens than this is reading a prompt, not verifying drafts: its per-token cost
-# is lower than a verification's would be, so it does not feed the estimate of `b`.
+# A target call over more tokens than this reads a prompt, not a check, and does not feed the estimate of `b`.
 MAX_VERIFY_BATCH = 64
 
 
@@ -60,7 +45,6 @@ class AutoTuner(Observer):
         self.alpha = Ewma(0.05)
         self.current: Mode | None = None
         self.since_probe = 0
-        # Probes that find the target alone still best come less and less often (64, 128, ... tokens).
         self.probe_every = self.first_probe_after
 
     # ---- observations (the loop's Observer hooks) ---------------------------------------------------
@@ -86,8 +70,8 @@ class AutoTuner(Observer):
     # ---- decisions --------------------------------------------------------------------------------
 
     def predictions(self, horizon: int = 128, draft_lag: int = 0) -> dict[tuple[str, int], float]:
-        """Predicted seconds per token of each way of writing the next `horizon` tokens, when the
-        draft has `draft_lag` tokens of the text still to read (a cost any way that drafts pays first)."""
+        """Predicted seconds per token of each way of writing the next `horizon` tokens, with `draft_lag`
+        tokens the draft must read first; {} before the costs are measured."""
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         if None in (d, t1, b):
             return {}
@@ -103,8 +87,7 @@ class AutoTuner(Observer):
         return out
 
     def break_even_share(self, horizon: int = 128) -> float | None:
-        """The largest big-model share at which cascade beats the target alone at the costs measured so
-        far (`costmodel.break_even_share`); None before they are measured."""
+        """`costmodel.break_even_share` at the costs measured so far; None before they are measured."""
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         return None if None in (d, t1, b) else break_even_share(d, t1, b, horizon)
 

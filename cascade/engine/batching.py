@@ -1,19 +1,9 @@
-"""Continuous batching: several generations' calls on one model, decoded in one llama.cpp batch.
+"""Slots: several sequences' calls on one model decoded in one llama.cpp batch, one step at a time.
 
-A loaded pair of models can serve several generations at once ("slots"): each slot is one llama.cpp
-sequence in the draft's context and one in the target's, and each generation keeps running its own loop in
-its own thread, as alone (`Generation` does not know it shares the models). What it shares is the decode:
-a `ModelRunner` hands each call to its model's `SharedContext`, and the pair's `Scheduler` runs one decode
-at a time over the machine's cores, that of every call pending on one model, in one batch, on the one
-thread that runs every decode of the process (`_DECODER`).
-
-A step waits until every slot that is writing has a call pending (so that generations in lock step are
-decoded together rather than in turn), or at most `max_wait_s` (a slot busy with
-something else, such as reading its prompt's text, holds a step up no longer). A request that arrives joins at
-the next step; one that ends leaves at once (`Scheduler.leave`). One slot alone never waits.
-
-Each call's rows go straight into the caller's arrays, and a rollback (`ModelRunner.trim_to`) is done by
-the step that next decodes that sequence, so the caches change only while no decode runs.
+Each slot is one sequence in each model's context; its generation runs its own loop in its own thread and
+hands each call to the model's `SharedContext`. The pair's `Scheduler` decodes every pending call on one
+model in one batch, waiting at most `max_wait_s` for every writing slot to have one. Rollbacks are applied
+by the step that next decodes the sequence, so caches change only while no decode runs.
 """
 
 from __future__ import annotations
@@ -27,22 +17,17 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
-# Every decode of the process runs on this one thread. llama.cpp's CPU threads (OpenMP) are a team per calling
-# thread, and a team goes on spinning for a while after its decode: decodes from changing threads (whichever
-# slot leads a step, or one pair after another) found the cores busy with the last caller's team. Measured on
-# the real pair, four slots' draft steps took 112 ms from changing threads and 60-68 ms from this one; toy
-# models alternating over six pairs, 1.7 ms a token instead of 0.3.
+# Every decode of the process runs on this one thread: llama.cpp's OpenMP team is per calling thread and
+# spins after a decode, so decodes from changing threads find the cores busy with the last caller's team.
 _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade-decode")
 
 
 def on_decoding_thread(work, *args, **kwargs):
-    """`work(*args, **kwargs)` on the thread that runs every decode (for llama.cpp calls made outside a
-    scheduler: the seed's `Llama.__call__`)."""
+    """`work(*args, **kwargs)` on the decoding thread (for llama.cpp calls outside a scheduler)."""
     return _DECODER.submit(work, *args, **kwargs).result()
 
 
-# Longer than the Python a generation does between two model calls (a few milliseconds: sampling a row,
-# the rule, the event), far shorter than a decode (tens of milliseconds for one token on a CPU).
+# Longer than a generation's Python between two model calls, far shorter than a decode.
 MAX_WAIT_S = 0.01
 
 
@@ -142,8 +127,7 @@ class Scheduler:
             self._cond.notify_all()
 
     def _gather(self) -> None:
-        # From now, not from the oldest call's arrival: that one may have waited out a whole step, while the
-        # calls of the slots that step served are only now being made.
+        # From now, not from the oldest call's arrival: the slots the last step served are only now calling.
         deadline = time.perf_counter() + self.max_wait_s
         while not self._everyone_pending():
             left = deadline - time.perf_counter()

@@ -1,33 +1,25 @@
-"""Expected seconds per token of each way of writing, from three per-call costs.
+"""Expected seconds per token of each way of writing, from three per-call costs (for `auto` and the bench).
 
-d: the draft's cost for one token; t1: the target's cost for a call over one token; b: the target's
-cost for each further token of the same call. `auto` uses these to choose as it runs; the bench uses
-them to derive the best speed the measured costs allow. Pure functions, one definition each.
+d: the draft's cost for one token; t1: the target's for a call over one token; b: the target's for each
+further token of the same call.
 """
 
 from __future__ import annotations
 
 
 def tokens_per_round(k: int, alpha: float) -> float:
-    """Expected tokens a speculative round of k drafts emits when each draft is accepted with
-    probability alpha (Leviathan et al.): (1 - a^(k+1)) / (1 - a), k + 1 when every draft is kept."""
+    """Expected tokens a round of k drafts emits at acceptance rate alpha: (1 - a^(k+1)) / (1 - a)."""
     return (1 - alpha ** (k + 1)) / (1 - alpha) if alpha < 1 else k + 1
 
 
 def speculative_cost(d: float, target_call: float, k: int, alpha: float) -> float:
-    """Seconds per token of speculative decoding: k draft steps and one target call over k + 1 tokens
-    (`target_call`) per round, divided by the tokens a round emits."""
+    """Seconds per token of speculative decoding: k draft steps and one `target_call` per round."""
     return (k * d + target_call) / tokens_per_round(k, alpha)
 
 
 def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float:
-    """Seconds per token of cascade: d per draft step, t1 + (n - 1)·b for a target call over n tokens.
-
-    Each escalation (a share e of tokens) costs one target call; every token is read by the target
-    once, in the catch-up at the next escalation, unless no escalation follows it before the text ends:
-    then the target never reads it. Over a horizon of R tokens that happens to a share
-    (1 - e)(1 - (1 - e)^R) / (eR) of them, which is why a rarely doubtful draft runs at its own speed.
-    """
+    """Seconds per token of cascade escalating a share `e`: a draft step per token, a target call per
+    escalation, and a catch-up read of each token except those after the last escalation in `horizon`."""
     if e <= 0:
         return d
     horizon = max(horizon, 1)
@@ -36,9 +28,7 @@ def cascade_cost(d: float, t1: float, b: float, e: float, horizon: int) -> float
 
 
 def break_even_share(d: float, t1: float, b: float, horizon: int) -> float:
-    """The largest share of tokens the target may write in cascade (escalations) while cascade still
-    costs less per token than the target alone (t1): where `cascade_cost` crosses t1, found by bisection
-    (the cost grows with the share). 0 when even a draft that is never doubted is not cheaper."""
+    """The largest escalation share at which cascade costs less per token than t1 (0 if none), by bisection."""
     if cascade_cost(d, t1, b, 1e-9, horizon) >= t1:
         return 0.0
     if cascade_cost(d, t1, b, 1.0, horizon) < t1:
@@ -51,7 +41,5 @@ def break_even_share(d: float, t1: float, b: float, horizon: int) -> float:
 
 
 def target_alone_s(t1: float, b: float, prompt_tokens: int, n_tokens: int) -> float:
-    """Seconds the target alone would take for a request: one call that reads the prompt (t1 for its first
-    token, b for each further one) and writes the first token, then t1 for each token after it. An estimate:
-    `b` is measured on verification batches, and a long prompt's larger batches cost less per token."""
+    """Estimated seconds of the target alone: a prompt call (t1 + b per further token), then t1 a token."""
     return t1 + max(prompt_tokens - 1, 0) * b + max(n_tokens - 1, 0) * t1

@@ -1,8 +1,4 @@
-"""What the engine tells its callers: typed, immutable records.
-
-The engine yields `TokenEvent`s as it decides and one `Summary` at the end. The command line and the
-page only render these; neither knows how routing works.
-"""
+"""What the engine yields: typed, immutable records (`TokenEvent`s as it decides, one `Summary` at the end)."""
 
 from __future__ import annotations
 
@@ -11,15 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence, Union
 
-# Who proposed a token: the draft model, the target itself, or prompt lookup (copied from earlier in the
-# text; the target checked it before it counted).
+# Who proposed a token: the draft, the target, or prompt lookup (checked by the target).
 Source = Literal["draft", "target", "lookup"]
-# accepted:    the token is in the output (its `text` is what it adds).
-# escalated:   the draft doubted its own token (its rule, perplexity by default, past the threshold); the target wrote this
-#              position instead.
-# rejected:    a proposed token (drafted or looked up) the target's check did not accept (speculative
-#              decoding, prompt lookup).
-# rolled_back: a drafted token the target overruled after the fact (BiLD's rollback).
+# accepted: in the output; escalated: the draft doubted it and the target wrote the position; rejected: a
+# proposal the target's check refused; rolled_back: a drafted token the target overruled afterwards (BiLD).
 Status = Literal["accepted", "escalated", "rejected", "rolled_back"]
 StopReason = Literal["eos", "max_tokens", "stop_string", "context_full", "cancelled"]
 # A model's likeliest tokens at a position, likeliest first: (the token's text, its probability).
@@ -41,15 +32,12 @@ class TokenEvent:
     draft_ppl: float | None  # the draft's perplexity of this token, where the draft scored it
     target_ppl: float | None  # the target's perplexity of this token, where the target scored it
     t: float  # seconds since the generation started
-    # The draft's reading of this position where it read it (`rules.DraftReading`), so any rule can
-    # re-judge the run: its top-1 and top-2 probabilities, its entropy (nats), and the learned router's
-    # probability that the target would write another token (None without a router).
+    # The draft's reading here (`DraftReading`), so any rule can re-judge the run; draft_score needs a router.
     draft_top1: float | None = None
     draft_top2: float | None = None
     draft_entropy: float | None = None
     draft_score: float | None = None
-    # Each model's likeliest tokens at this position where it read the position, when the request asked
-    # for them (`GenerationConfig.alternatives`); None otherwise.
+    # Each model's likeliest tokens here, when asked for (`GenerationConfig.alternatives`).
     draft_top: Alternatives = None
     target_top: Alternatives = None
 
@@ -107,29 +95,23 @@ class Summary:
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)
     n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
     n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
-    # Quality, from the target reading the final text (`scoring.score`): its perplexity of
-    # the text (exp of the mean negative log-likelihood per token), and the share of tokens it would have
-    # written itself (greedy) after the same prefix. Positions the target scored while writing are not read
-    # again; the rest are read after the run, in `scoring_s`, which `wall_s` does not include.
+    # Quality (`scoring.score`): the target's perplexity of the text and the share of its tokens that are
+    # its greedy choice; positions not read while writing are read after the run, in `scoring_s`.
     text_ppl_by_target: float | None = None
     target_agreement: float | None = None
     scoring_s: float = 0.0
     rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
-    # A token budget's account (`GenerationConfig.budget`, `routing/budget.py`): the share asked, the threshold
-    # it meant (the median of those the positions met, in the rule's units), and what it started from.
+    # A token budget's account: the share asked, the threshold it meant (median, rule's units), its start.
     budget: float | None = None
     budget_threshold: float | None = None
     budget_source: str = ""
     routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
     router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
-    # The text the answer started with, given in the request and read by both models, never written by
-    # them (`GenerationConfig.answer_prefix`): not in `text`, not among n_tokens; its tokens are among
-    # prompt_tokens, and n_given_tokens counts them.
+    # The answer prefix given in the request: not in `text` nor n_tokens; its tokens (n_given_tokens) are
+    # among prompt_tokens.
     answer_prefix: str = ""
     n_given_tokens: int = 0
-    # The target's likeliest tokens at the output positions it first read in that scoring pass (after the
-    # run, so no event could carry them): (position, [token_text, probability] likeliest first) pairs,
-    # as many as the request asked for (`GenerationConfig.alternatives`). `complete_events` adds them.
+    # The target's likeliest tokens at positions it first read in the scoring pass: (position, top) pairs.
     scored_top: tuple[tuple[int, Alternatives], ...] = ()
 
     @property
@@ -143,9 +125,7 @@ class Summary:
 
     @property
     def acceptance_rate(self) -> float | None:
-        """Share of the proposed tokens that ended up in the output: the draft's and prompt lookup's
-        together, (n_draft_tokens + n_lookup_tokens) / (n_drafted + n_lookup_proposed); for a policy
-        with one proposer, that proposer's own rate. None if nothing was proposed."""
+        """Share of proposed tokens (draft's and lookup's) kept in the output; None if none was proposed."""
         proposed = self.n_drafted + self.n_lookup_proposed
         return (self.n_draft_tokens + self.n_lookup_tokens) / proposed if proposed else None
 
@@ -162,7 +142,7 @@ class Summary:
 
     @property
     def overhead_s(self) -> float:
-        """Wall time spent outside both models: our own bookkeeping."""
+        """Wall time spent outside both models."""
         return max(0.0, self.wall_s - self.draft.seconds - self.target.seconds)
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,10 +158,8 @@ class Summary:
 
 @dataclass(frozen=True)
 class Written:
-    """The answer is complete: the Summary as it stands when the last token is written, before the target
-    reads the text to score it (`scoring.score`). Yielded only when asked for (`Engine.generate(...,
-    mark_written=True)`), so that a page can show the answer finished, and the scoring pass as a step of
-    its own, while the final Summary (with `text_ppl_by_target`, `scoring_s`) follows."""
+    """The answer is complete: the Summary before the scoring pass, yielded only with
+    `Engine.generate(..., mark_written=True)`; the final Summary follows."""
 
     summary: Summary
 
@@ -190,8 +168,7 @@ Event = Union[TokenEvent, Written, Summary]
 
 
 def complete_events(events: Sequence[TokenEvent], summary: Summary | None) -> list[TokenEvent]:
-    """`events` with the target's likeliest tokens from the Summary's scoring pass where the target read a
-    kept token's position only then (`Summary.scored_top`): every position the target read, shown alike."""
+    """`events` with `Summary.scored_top` filled into the kept tokens the target read only when scoring."""
     scored = dict(summary.scored_top) if summary is not None else {}
     if not scored:
         return list(events)

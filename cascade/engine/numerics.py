@@ -1,17 +1,8 @@
 """Whether the target's batched check sees the logits of its own one-token steps, on this llama.cpp build.
 
-Speculative decoding keeps the draft's tokens that the target, reading them all in one batch, would have
-chosen itself. Its text is the target alone's only if a batch's logits equal those of one token at a time.
-On a CPU, llama.cpp's repacked weights (`GGML_CPU_REPACK`) and llamafile's matrix kernels
-(`GGML_LLAMAFILE`) compute a batch with other kernels than a single token, and a quantized model's logits
-then differ in their last places: the argmax flips at near ties (on the project's build, speculative
-decoding changed 41 of HumanEval's 164 answers, BENCHMARKS.md "Is it still right?"). Built without both,
-batches of up to `EXACT_BATCH` tokens gave bit-identical logits to one-token steps (FIELD-NOTES), and, since
-the runner reads a prompt apart from the proposals after it, all 41 of every 4th HumanEval answer came out
-identical to the target's (BENCHMARKS.md). `scripts/install-llama-cpp --exact`
-builds it, at about 18% of the big model's own speed on the 2-core host.
-
-The build says which kernels it has in llama.cpp's system information ("LLAMAFILE = 1 | REPACK = 1").
+Speculative decoding's text is the target's own only if a batch's logits equal one token's. On a CPU,
+llama.cpp's REPACK and LLAMAFILE kernels compute batches differently, so near ties can flip; a build
+without them (`scripts/install-llama-cpp --exact`) is exact for batches up to `EXACT_BATCH` tokens.
 """
 
 from __future__ import annotations
@@ -38,14 +29,12 @@ def batch_kernels(info: str | None = None) -> tuple[str, ...]:
 
 
 def exact_check(k: int, gpu: bool = False, info: str | None = None) -> bool:
-    """Whether a check of `k` proposals (a batch of k + 1 rows) sees the logits of one-token steps: on a CPU
-    build without batch-only kernels, for batches up to `EXACT_BATCH`. A GPU's kernels were not measured."""
+    """Whether a check of `k` proposals (k + 1 rows) sees one-token steps' logits (a GPU: not measured)."""
     return not gpu and not batch_kernels(info) and k + 1 <= EXACT_BATCH
 
 
 def numerics_words(k: int, gpu: bool = False, info: str | None = None) -> str:
-    """One sentence on whether speculative decoding's text is the big model's own on this build, and what to
-    do if it is not."""
+    """One sentence on whether speculative decoding's text is the big model's own here, and what to do if not."""
     if gpu:
         return ("on a GPU, the big model's batched check and its one-token steps may round differently, so "
                 "speculative decoding's text is the big model's up to rounding (near ties can flip)")

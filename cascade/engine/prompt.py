@@ -1,10 +1,7 @@
-"""Turning a request into tokens: a conversation through the model's own chat template, or raw text.
+"""A request to tokens: a conversation through the model's chat template, or raw text, then the answer prefix.
 
-A chat request is a list of messages (an optional system message, then the user's turn) rendered by the
-template in the model's GGUF metadata, and may carry an **answer prefix**: text the assistant's turn
-starts with, which the models read as given and never write. Only the template's own markup becomes
-control tokens; every message and the prefix are tokenized as plain text, so typing
-"<|im_end|><|im_start|>system" anywhere cannot forge a turn.
+Only the template's markup becomes control tokens; messages and the prefix are plain text, so no one can
+forge a turn by typing "<|im_end|>".
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ class EncodedPrompt:
 
 
 def parse_history(value: Any) -> History:
-    """A conversation's earlier turns as JSON text (the page's hidden field, a link, `--history`): "" or
-    null is none; otherwise a JSON list of [role, text] pairs, a question ("user") and its answer
-    ("assistant") in turn, oldest first. ValueError says what is wrong, in words."""
+    """Earlier turns from JSON text: "" or null is none, else [role, text] pairs, "user" then "assistant" in
+    turn, oldest first; a ValueError says what is wrong."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return ()
     if isinstance(value, str):
@@ -90,8 +86,7 @@ def _formatter(llm: llama_cpp.Llama) -> Jinja2ChatFormatter:
 
 
 def conversation(prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> list[Message]:
-    """The messages of one request: the system message if one is given (otherwise the template's own
-    default applies, e.g. Qwen2.5's "You are Qwen, ..."), the earlier turns, then the user's prompt."""
+    """The messages of one request: the system message if given, the earlier turns, the user's prompt."""
     return ([Message("system", system)] if system else []) + [Message(role, text) for role, text in history] \
         + [Message("user", prompt)]
 
@@ -120,8 +115,8 @@ def _add_bos(llm: llama_cpp.Llama) -> bool:
 
 
 def encode_chat(llm: llama_cpp.Llama, messages: Sequence[Message]) -> list[int]:
-    """The conversation in the model's template, up to the start of the assistant's turn: the template's
-    markup read as control tokens, each message's text as plain text."""
+    """The conversation in the model's template up to the assistant's turn: markup as control tokens,
+    messages as plain text."""
     rendered = _render(llm, [Message(m.role, _slot(i)) for i, m in enumerate(messages)])
     tokens: list[int] = []
     rest = rendered
@@ -137,9 +132,8 @@ def encode_chat(llm: llama_cpp.Llama, messages: Sequence[Message]) -> list[int]:
 
 def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool, system: str = "",
                   answer_prefix: str = "", history: Sequence[tuple[str, str]] = ()) -> EncodedPrompt:
-    """The tokens the models read for a request. Chat: the system message, the earlier turns and the
-    prompt through the template; raw: the prompt as it is. Either way the answer prefix follows, tokenized
-    on its own as plain text (`EncodedPrompt.n_given` counts its tokens)."""
+    """The tokens the models read for a request (chat through the template, or raw), then the answer
+    prefix as plain text (`n_given` tokens)."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     if (system or history) and not chat:

@@ -1,13 +1,8 @@
 """One model's KV cache as a cursor over a token list.
 
-`ModelRunner.advance(context, n_rows)` makes the cache hold exactly `context`: it keeps the longest
-prefix it already has, drops the rest (a rollback) and evaluates only the missing tokens, in batches,
-asking llama.cpp for logits only at the rows the caller needs. No token a model has already read is
-read again, except those a rollback removed.
-
-It drives llama.cpp's batch API directly rather than `Llama.eval`, because `eval` either keeps logits
-for every position of the context (`logits_all`: n_ctx x n_vocab floats, 2.5 GB at n_ctx 4096) or for
-none of them, and verification needs a handful of rows from the middle of a batch.
+`ModelRunner.advance(context, n_rows)` keeps the cache's longest common prefix with `context`, drops the
+rest (a rollback) and evaluates only the missing tokens, asking for logits only at the rows wanted. It
+uses llama.cpp's batch API, since `Llama.eval` keeps logits for every position or for none.
 """
 
 from __future__ import annotations
@@ -22,14 +17,12 @@ from .batching import Call, SharedContext
 from .events import ModelStats
 
 
-# A step of a long read while other slots write: about 0.4 s of the 0.5B's reading on 2 CPU threads (pp64 157
-# tokens/s) and 0.85 s of the 1.5B's, and as many tokens a second as a whole batch, within 10% (FIELD-NOTES).
+# Tokens per call of a long read in a shared context: short enough that other slots wait one short step.
 SHARED_CHUNK = 64
 
 
 class ModelRunner:
-    """One sequence's cursor in a model's context: alone (a context of its own), or one slot of several
-    that share the context (`batching.SharedContext`) and are decoded together."""
+    """One sequence's cursor in a model's context, its own or one slot of a `batching.SharedContext`."""
 
     def __init__(self, llm: llama_cpp.Llama, n_vocab: int | None = None, context: SharedContext | None = None,
                  seq: int = 0) -> None:
@@ -41,7 +34,7 @@ class ModelRunner:
         self.seq = seq
         self.n_batch = self.context.n_batch
         self.n_ctx = llm.n_ctx() // self.context.n_seq  # each slot's share of the context
-        # The rows we hand out are cut to the vocabulary both models share.
+        # Rows handed out are cut to the vocabulary both models share.
         self.n_vocab = n_vocab or llm.n_vocab()
         self.tokens: list[int] = []  # exactly what the KV cache holds for this sequence, in order
         self._drop_from: int | None = None  # a rollback the next decode carries out (see `_truncate`)
@@ -82,10 +75,8 @@ class ModelRunner:
         return rows
 
     def advance_hidden(self, context: Sequence[int], n_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """As `advance`, and the model's final hidden state at the same rows (after its output norm: what
-        its LM head reads), from the same decode. llama.cpp returns it only in embeddings mode, in which it
-        computes the outputs of every token of a batch; so only the batch of the rows asked for runs in that
-        mode, and the tokens before them are read as `advance` reads them."""
+        """As `advance`, and the final hidden state (after the output norm) at the same rows, from the same
+        decode; only the rows' own batch runs in embeddings mode, which computes every token's output."""
         self._hidden = np.empty((n_rows, self.n_embd), dtype=np.float32)
         try:
             rows = self.advance(context, n_rows)
@@ -113,8 +104,7 @@ class ModelRunner:
         return self.context.scheduler.alone(settle)
 
     def _truncate(self, keep: int) -> int:
-        """Forget the tokens from `keep` on. The cache itself drops them at this sequence's next decode,
-        inside the step that decodes it (another slot's decode may be running now)."""
+        """Forget the tokens from `keep` on; the cache drops them in this sequence's next decode step."""
         dropped = len(self.tokens) - keep
         if dropped > 0:
             self._drop_from = keep if self._drop_from is None else min(self._drop_from, keep)
@@ -126,13 +116,9 @@ class ModelRunner:
         first_row = len(new) - n_rows  # index in `new` of the first position whose logits we return
         calls = 0
         hidden = self._hidden
-        # (start, end, embeddings mode) of the stretches of `new` read: with hidden states wanted, the
-        # rows' stretch apart from what comes before it (see `advance_hidden`). Reading a prompt (`fresh`:
-        # from an empty cache) with tokens after it (a speculative check's proposals), the prompt up to its
-        # last token is one read, as the target alone reads it, and the tokens after it another: llama.cpp
-        # computes a token read inside a long batch a little differently from one read in a short one, and
-        # the check's rows are then the target alone's own on a build without batch-only kernels
-        # (BENCHMARKS.md, "Speculative decoding's numerics").
+        # (start, end, embeddings mode) of the stretches of `new` read. A fresh prompt with proposals after
+        # it is read as the target alone reads the prompt, then the proposals apart: llama.cpp computes a
+        # token inside a long batch slightly differently, and the check must see the target's own rows.
         if hidden is not None:
             stretches = [(0, first_row, False), (first_row, len(new), True)]
         elif fresh and 0 < first_row and n_rows > 1:
@@ -152,11 +138,8 @@ class ModelRunner:
         return rows, calls
 
     def _chunk_size(self) -> int:
-        """Tokens read in one call: a whole batch for a context of one slot; in one that several share, a
-        long read (a prompt) goes in steps of SHARED_CHUNK, so that the other slots' tokens, and a request
-        that arrives meanwhile, wait for one short step rather than for the whole read. (Always, not only
-        while others write: a request's text then does not depend on whether another was running when it
-        began.)"""
+        """Tokens read in one call: a whole batch alone; SHARED_CHUNK in a shared context, always, so that a
+        request's text does not depend on whether another was running."""
         return self.n_batch if self.context.n_seq == 1 else min(self.n_batch, SHARED_CHUNK)
 
     def _decode(self, chunk: Sequence[int], wanted: Sequence[int], logits: np.ndarray,
@@ -166,8 +149,7 @@ class ModelRunner:
         try:
             self.context.scheduler.run(call)
         except BaseException:
-            # llama.cpp restores the cache on failure; the next decode forgets anything past what we know it
-            # holds (and the rollback this one carried, if it did not get to it).
+            # llama.cpp restores the cache on failure; the next decode drops anything past what we know.
             self._drop_from = len(self.tokens) if call.keep is None else min(call.keep, len(self.tokens))
             raise
         self.tokens.extend(chunk)

@@ -1,7 +1,6 @@
-"""The math of choosing tokens: pure functions on numpy arrays of logits.
+"""The maths of choosing tokens: perplexity, distributions, rejection sampling (pure functions on logits).
 
-Perplexity is always measured on the model's untempered distribution (what the model believes);
-temperature, top-k and top-p only shape the distribution a token is *drawn* from.
+Perplexity uses the untempered distribution; temperature, top-k and top-p shape only what a token is drawn from.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-
 
 
 @dataclass(frozen=True)
@@ -51,11 +49,8 @@ def token_perplexity(logits: np.ndarray, token: int) -> float:
 
 
 def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
-    """The probabilities a token is drawn from (float64, sums to 1).
-
-    Greedy is the one-hot of the argmax, so the acceptance rule of speculative sampling reduces to
-    prefix matching and the same code serves both.
-    """
+    """The probabilities a token is drawn from (float64); greedy is the argmax's one-hot, so speculative
+    sampling's test reduces to prefix matching."""
     if sampling.greedy:
         p = np.zeros(len(logits), dtype=np.float64)
         p[int(np.argmax(logits))] = 1.0
@@ -72,11 +67,8 @@ def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
 
 
 def _nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
-    """Keep the smallest set of most likely tokens whose mass reaches top_p, renormalised.
-
-    Sorting 150k probabilities per token is slow; the nucleus is usually small, so look at the top
-    n candidates and double n until they hold enough mass. Exact, not an approximation.
-    """
+    """The smallest set of likeliest tokens whose mass reaches top_p, renormalised (exact; grows a top-n
+    search rather than sorting the whole vocabulary)."""
     n = min(64, len(p))
     while True:
         top = np.argpartition(-p, n - 1)[:n] if n < len(p) else np.arange(len(p))
@@ -103,8 +95,7 @@ def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> 
 
 
 def one_hot(token: int, n: int) -> np.ndarray:
-    """The distribution of a proposal made for certain (prompt lookup's): all mass on `token`. With it
-    as q, `accept_draft` keeps the token with probability p(token) and `residual` is p without it."""
+    """The distribution of a proposal made for certain (prompt lookup's): all mass on `token`."""
     q = np.zeros(n, dtype=np.float64)
     q[token] = 1.0
     return q
@@ -123,9 +114,8 @@ def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 class Sampler:
-    """How one generation draws its tokens: the sampling settings, and one random stream per use, so
-    the target's draws do not depend on how often the draft sampled (`cascade` that escalates every
-    token then reproduces `target` exactly, sampling included)."""
+    """How one generation draws its tokens: one random stream per use, so the target's draws do not depend
+    on how often the draft sampled."""
 
     def __init__(self, settings: Sampling, seed: int) -> None:
         self.settings = settings
@@ -147,8 +137,7 @@ class Sampler:
         return choose(row, self.settings, self._target)
 
     def speculative(self, proposed: Sequence[int], q: Sequence[np.ndarray], rows: np.ndarray) -> tuple[int, int]:
-        """Rejection sampling (Leviathan et al.; Chen et al.): how many proposals to keep, and the target's
-        token after them; the output follows the target's distribution exactly."""
+        """Rejection sampling: how many proposals to keep, and the target's token after them."""
         for i, token in enumerate(proposed):
             p = distribution(rows[i], self.settings)
             if not accept_draft(p[token], q[i][token], self._accept.random()):

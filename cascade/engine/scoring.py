@@ -1,8 +1,6 @@
 """The target's view of a finished text: its perplexity of the text, and how much of it is its own choice.
 
-A Summary reports both (`text_ppl_by_target`, `target_agreement`). The loop records the target's view of
-every position it read while writing; `score` reads the rest after the run, from the first position it
-did not read, in chunks, reusing what the target's cache already holds.
+`score` reads after the run only the positions the target did not read while writing.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ View = tuple[float, bool]
 
 def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
                 alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None) -> dict[int, View]:
-    """For output positions from `first` on: the target's view of the token written there, read in chunks
-    of SCORING_CHUNK positions. The target's cache keeps what it already holds of the prompt and the text
-    before `first`. With `alternatives` and a `tops` dict, each position's likeliest tokens are put in it too."""
+    """The target's view of each output position from `first` on, read in chunks; with `alternatives`, each
+    position's likeliest tokens go in `tops`."""
     out_view: dict[int, View] = {}
     for start in range(first, len(out), SCORING_CHUNK):
         end = min(start + SCORING_CHUNK, len(out))
@@ -45,8 +42,7 @@ def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], 
 
 
 def text_quality(view: Iterable[View]) -> tuple[float, float]:
-    """(the target's perplexity of a text, the share of its tokens that are the target's own choice), from
-    the target's view of each of the text's positions."""
+    """(the target's perplexity of a text, the share of its tokens that are its own choice)."""
     view = list(view)
     nll = -sum(logp for logp, _ in view) / len(view)
     return (math.exp(nll) if nll < 700 else math.inf), sum(own for _, own in view) / len(view)
@@ -55,10 +51,8 @@ def text_quality(view: Iterable[View]) -> tuple[float, float]:
 def score(summary: Summary, target: ModelRunner, prompt: Sequence[int], out: Sequence[int],
           seen: dict[int, View], alternatives: int = 0,
           named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Summary:
-    """The Summary with the target's view of the finished text `out`: positions in `seen` (read while
-    writing) are not read again; the rest are read now, from the first it did not read, which `scoring_s`
-    times and `wall_s` does not include. Where the target read a position only now, its likeliest tokens
-    go in `scored_top` (named by `named`), as many as `alternatives`."""
+    """The Summary with the quality of `out`: positions not in `seen` are read now (timed in `scoring_s`),
+    their likeliest tokens going to `scored_top`, named by `named`."""
     if not out:
         return summary
     started = time.perf_counter()
@@ -74,8 +68,7 @@ def score(summary: Summary, target: ModelRunner, prompt: Sequence[int], out: Seq
 
 
 def score_text(summary: Summary, target: ModelRunner, prompt: Sequence[int]) -> Summary:
-    """The Summary of a loop that reports text, not token ids (the seed's), with the target's view of that
-    text re-tokenized after `prompt`. Reads every position afresh (the target's cache is emptied first)."""
+    """As `score`, for a loop that reports text, not tokens (the seed's): re-tokenized, read afresh."""
     started = time.perf_counter()
     tokens = target.llm.tokenize(summary.text.encode("utf-8"), add_bos=False, special=False)
     if not tokens:

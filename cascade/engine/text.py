@@ -7,12 +7,8 @@ from typing import Sequence
 
 
 class TextAssembler:
-    """Appends token bytes and returns what each adds to the text.
-
-    A token may end in the middle of a UTF-8 character (an emoji is often four byte tokens); its
-    delta is then empty and the character arrives whole with the token that completes it. Bytes that
-    never complete a character are left out rather than shown as replacement marks mid-stream.
-    """
+    """Appends token bytes and returns what each adds to the text; a character split across tokens
+    arrives whole with the token that completes it."""
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
