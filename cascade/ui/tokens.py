@@ -1,12 +1,7 @@
 """The text of a run as HTML: one span per token, red where the big model wrote it, purple where prompt
-lookup copied it from earlier in the text, and its what-if.
+lookup copied it, fenced code as a monospace block; and its what-if and banners.
 
-Fenced code in the text (```python … ```) is drawn as a monospace block that keeps its indentation,
-its tokens each still one span with its colour and hover data; the fence's own line is dimmed.
-
-Pure functions from a run's `Routing` (its events, read once) to HTML strings; nothing here knows
-Gradio or runs a model. Everything a model wrote is untrusted text: it is escaped (`html.escape`)
-before it goes into HTML or into an attribute.
+Pure functions of a run's `Routing`; everything a model wrote is escaped before it goes into HTML.
 """
 
 from __future__ import annotations
@@ -37,9 +32,6 @@ _NO_WHATIF_STYLE = f"color:{GREY}"
 GIVEN_STYLE = f"color:{GREY};background:rgba(0,0,0,.05);border-radius:3px"
 GIVEN_TITLE = ("given in the request: the answer starts with this text; both models read it, neither wrote it")
 
-
-# Fenced code: a block in a monospace font that keeps every space and line break (scrolling sideways
-# rather than wrapping a long line), and its fences' own lines ("```python") dimmed.
 CODE_STYLE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto;tab-size:4;"
               "font-size:.9em;line-height:1.5;margin:4px 0;padding:8px 10px;border-radius:6px;"
               "background:rgba(128,128,128,.07);border:1px solid rgba(128,128,128,.25)")
@@ -52,11 +44,8 @@ def given_html(given: str) -> str:
 
 
 def _laid_out(pieces: list[tuple[str, Callable[[str], str]]]) -> str:
-    """The text's pieces, each (text, how to draw a part of it), as prose and code blocks: where a fence
-    opens (`diff.parts`; it may be split across tokens, or given), a monospace block starts; it ends at
-    the closing fence, or with the text while the fence is still open. A token across a block's edge is
-    drawn in parts, each with the token's class, hover text and data; an empty piece (a refused draft, struck
-    through) is drawn in the part of the text that follows it."""
+    """The pieces, each (text, how to draw a part of it), laid out as prose and code blocks (`diff.parts`):
+    a token across a block's edge is drawn in parts; an empty piece goes with the text that follows it."""
     text = "".join(t for t, _ in pieces)
     regions = parts(text)
     if all(kind == "prose" for kind, _, _ in regions):
@@ -94,8 +83,7 @@ def _status_words(status: str, rule: Rule) -> str:
 
 
 def token_title(slot: Slot, rule: Rule | str = "perplexity") -> str:
-    """The hover text of one output token: who wrote it and how sure each model was (and, for a run
-    judged by another rule than perplexity, that rule's number)."""
+    """The hover text of one output token: who wrote it, how sure each model was, and `rule`'s number."""
     rule = as_rule(rule)
     t = slot.token
     lines = [f"{visible(t.text)} at position {t.position}, {written_by(t.source)}"]
@@ -138,10 +126,8 @@ def _percent(p: float) -> float:
 
 
 def alternatives_data(event: TokenEvent) -> str:
-    """What the hover shows beside a token (`hover.py`): each model's likeliest tokens at its position,
-    as compact JSON `[draft, target, position]`, each list [text, percent] likeliest first, or null where
-    that model did not read the position; "" when neither did. Data the hover reads, not markup: about
-    120 characters a token for two top-5 lists."""
+    """A token's alternatives for the hover (`hover.py`) as compact JSON `[draft, target, position]`: each
+    model's [text, percent] pairs, likeliest first, or null where it did not read the position; "" if neither."""
     lists = [None if top is None else [[text, _percent(p)] for text, p in top]
              for top in (event.draft_top, event.target_top)]
     if lists == [None, None]:
@@ -183,21 +169,10 @@ def _whatif_look(slot: Slot, whatif: WhatIf, index: int, named: bool) -> tuple[s
 
 def tokens_html(routing: Routing, whatif: float | WhatIf | None = None, rule: Rule | str = "perplexity",
                 run_rule: Rule | str = "perplexity", given: str = "") -> str:
-    """The generated text, one span per token, red where the target wrote it, purple where prompt lookup
-    copied it from earlier in the text (and the target checked it).
-
-    Rejected and rolled-back draft tokens stay in the text, struck through, where they were drafted.
-    Escalated draft tokens are not shown inline (a cascade escalates often and the text would become
-    hard to read): the red token that replaced one says in its hover what the draft had proposed.
-
-    With `whatif` (a threshold for `rule`, or a `WhatIf`: a threshold or a budget, by its own rule), red
-    instead marks the positions that would have gone to the big model, by the draft's recorded reading
-    (perplexity above the threshold, by the seed's rule); positions without the rule's number are grey.
-    Hovers name the run's rule's number, `run_rule`.
-
-    `given`: the answer's start given in the request, drawn grey before the tokens. Fenced code (which
-    `given` may open) is a monospace block (`_laid_out`).
-    """
+    """The text, one span per token: red by the target, purple by lookup, refused drafts struck through
+    (escalated ones only in the hover of the token that replaced them, to keep the text readable). With
+    `whatif` (a threshold for `rule`, or a `WhatIf`), red marks where the big model would have written
+    instead, grey where the rule has no number. `given` is drawn grey before the tokens."""
     rule, run_rule = as_rule(rule), as_rule(run_rule)
     if whatif is not None and not isinstance(whatif, WhatIf):
         whatif = routing.at_threshold(whatif, rule)
@@ -254,11 +229,9 @@ def text_panel(routing: Routing, *, run_threshold: float, threshold: float | Non
                run_rule: str = "perplexity", rule: str | None = None, given: str = "",
                run_budget: float | None = None, budget: float | None = None,
                prior: Sequence[float] | None = None) -> str:
-    """The whole text box: a legend, the what-if banner when what the controls ask differs from what the
-    run did, the answer prefix if the request `given` one, and the tokens. The run was judged by
-    `run_rule`, at `run_threshold` or, with `run_budget`, at the thresholds that share set; the what-if
-    asks `rule` (None: the run's) at `threshold`, or, with `budget`, at the thresholds that share would
-    set (replayed from the calibration's `prior`: `analysis.Routing.whatif`)."""
+    """The whole text box: legend, what-if banner (when the asked decision differs from the run's), given
+    start and tokens. The run: `run_rule` at `run_threshold` or `run_budget`; the what-if: `rule` (None: the
+    run's) at `threshold` or `budget`, a budget replayed from the calibration's `prior`."""
     run = Decision(run_rule, run_threshold, run_budget)
     asked = asked_decision(run, threshold, rule, budget)
     whatif = routing.whatif(asked, prior) if asked is not None else None
@@ -291,8 +264,7 @@ def _banner(text: str, what_if: bool = True) -> str:
 
 
 def whatif_banner(routing: Routing, run: Decision, asked: Decision, whatif: WhatIf | None) -> str:
-    """The banner over a what-if (`asked`, of a run `run` decided): what it would have changed, or why
-    there is none."""
+    """The banner over a what-if: what `asked` would have changed against `run`, or why there is none."""
     rule = asked.rule
     if rule != run.rule and routing.has_whatif and whatif is None:
         text = (f"No what-if by {rulewords.plain_name(rule)} for this run: "
@@ -331,8 +303,7 @@ def _rule_banner(routing: Routing, run_threshold: float, threshold: float, run_r
 
 
 def _budget_banner_text(routing: Routing, run: Decision, whatif: WhatIf) -> str:
-    """The banner of a what-if where a share (a budget) chose, or chooses, the positions: what was asked,
-    what the run did, what would have changed."""
+    """The banner of a what-if where a share (budget) chose, or would choose, the positions."""
     asked, rule = whatif.decision, whatif.decision.rule
     other = rule != run.rule
     if asked.budget is not None:
