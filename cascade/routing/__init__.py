@@ -1,2 +1,1 @@
-"""When should the big model step in: the draft's reading of a position, the deferral rules, the learned
-router, and their curves. Pure functions on the draft's rows and on recorded readings; no model runs here."""
+"""When the big model steps in: the draft's readings, the deferral rules, the router, curves (no model runs here)."""

@@ -1,22 +1,8 @@
-"""A token budget: the share of the tokens the big model should write, instead of a raw threshold.
+"""A token budget: the share of tokens the big model should write, turned into the rule's threshold as it goes.
 
-A threshold means nothing across kinds of text: perplexity 5 sends 0.1% of code tokens to the big model and
-9% of a chat answer's. A budget (0.10: "the big model writes one token in ten") is the same promise on both.
-The engine turns it into the rule's threshold as it writes, position by position, and nothing looks ahead:
-
-- It starts from a calibration the project ships: the rule's scores along text that no evaluation uses
-  (`calibrations/*.json`, made by `python -m cascade calibrate`), as quantiles. Before any position of the
-  answer is seen, the threshold is the (1 - budget) quantile of those scores.
-- It follows the scores this answer has shown so far: they join the calibration's as observations (the
-  calibration counts as `PRIOR_WEIGHT` positions), so a code answer, whose scores are far more certain than
-  the calibration's mix, soon gets a code answer's threshold.
-- It corrects what it has delivered: the share asked of the next positions is the one that would bring the
-  answer back on budget over `HORIZON` positions. An answer that escalated too little asks more of the next
-  ones, and the other way round.
-
-A calibration belongs to the draft file that scored it (the rules read only the draft's row, and the learned
-rule a router over the draft's features); a file is recognised by its fingerprint, not its name. For a draft
-the project never calibrated, the closest it has is used, and `BudgetTracker.source` says so.
+Each position's threshold is the (1 - asked) quantile of the draft's shipped calibration (counted as
+`PRIOR_WEIGHT` positions) and the scores this answer has shown, where `asked` brings the delivered share back
+on budget over `HORIZON` positions; nothing looks ahead. Calibrations are matched to the draft by fingerprint.
 """
 
 from __future__ import annotations
@@ -34,14 +20,8 @@ from .identity import fingerprint
 from .rules import RULE_TABLE, Rule
 
 CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
-# The calibration counts as this many positions of the answer: after about as many of its own, the answer's
-# scores weigh as much as the calibration's. A share that is off the budget is made good over `HORIZON`
-# positions. Both chosen on synthetic scores (a draft's perplexities drawn from three spreads, one calibrated,
-# as in tests/test_budget.py; 40 answers of 128 tokens per spread and budget, budgets 5-30%): the horizon trades
-# tracking against choosing the most doubtful positions. At a horizon of 16 the positions escalated were the
-# answer's most doubtful ones (in hindsight) 76% of the time, but an answer missed its share by up to 3.4
-# points and a budget's mean by 0.7; at 8, 70%, 2.0 and 0.3 points. A calibration weighing 16 positions
-# tracked a little better than 32 (a mean off by 0.3 points against 0.5).
+# The calibration weighs as many positions as PRIOR_WEIGHT; a share off budget is made good over HORIZON
+# positions (shorter tracks the budget closer, longer picks the most doubtful positions more often).
 PRIOR_WEIGHT = 16
 HORIZON = 8
 # Quantile levels a calibration stores: 0, 0.5%, ..., 100%.
@@ -50,8 +30,7 @@ LEVELS = np.linspace(0.0, 1.0, 201)
 
 @dataclass(frozen=True)
 class Calibration:
-    """One draft's rule scores on calibration text: per mode ("chat", "raw") and rule, the scores at
-    `LEVELS`, in the rule's own units."""
+    """One draft's rule scores on calibration text: per mode ("chat", "raw") and rule, at `LEVELS`."""
 
     name: str  # the pair, in words
     fingerprint: str  # the draft file's (`fingerprint`)
@@ -100,8 +79,7 @@ def shipped() -> tuple[Calibration, ...]:
 
 @lru_cache(maxsize=16)
 def calibration_for(draft: Path | str) -> tuple[Calibration | None, bool]:
-    """(the shipped calibration for this draft file, whether it is this file's own): another's where the
-    project has none for it (the first shipped), None where none ships."""
+    """(the shipped calibration for this draft file, whether it is its own): else the first shipped, or None."""
     calibrations = shipped()
     try:
         mine = fingerprint(draft)
@@ -114,10 +92,7 @@ def calibration_for(draft: Path | str) -> tuple[Calibration | None, bool]:
 
 
 class BudgetTracker:
-    """Judges one answer's positions so that the share escalated tracks `budget` (the module says how).
-
-    `judge(score)` says whether a position goes to the big model, and learns from it; `threshold` is the
-    threshold in the rule's units that the next position meets."""
+    """Judges one answer's positions so that the share escalated tracks `budget` (the module says how)."""
 
     def __init__(self, rule: Rule | str, budget: float, prior: Sequence[float] | None = None, source: str = "",
                  prior_weight: float = PRIOR_WEIGHT, horizon: int = HORIZON) -> None:
@@ -134,14 +109,12 @@ class BudgetTracker:
     # ---- the share asked of what comes next ----------------------------------------------------------
 
     def asked(self) -> float:
-        """The share to escalate from here: the budget, corrected by what was delivered so far over the
-        horizon, within 0..1."""
+        """The share to escalate from here: the budget, corrected over the horizon for what was delivered."""
         owed = self.budget * (self.n_judged + self.horizon) - self.n_escalated
         return min(max(owed / self.horizon, 0.0), 1.0)
 
     def _doubt_threshold(self) -> float:
-        """The doubt above which the next position escalates: the (1 - asked) quantile of the calibration's
-        scores (weighing `prior_weight` positions) and this answer's."""
+        """The doubt above which the next position escalates: the (1 - asked) quantile of prior and seen."""
         level = 1.0 - self.asked()
         if level >= 1.0:
             return np.inf
@@ -168,8 +141,7 @@ class BudgetTracker:
     # ---- judging ---------------------------------------------------------------------------------------
 
     def judge(self, score: float | None) -> bool:
-        """Whether this position (its rule score; None where the reading lacks it: never escalated) goes to
-        the big model; the position joins what the tracker has seen."""
+        """Whether a position with this score (None: never) goes to the big model; the tracker learns from it."""
         threshold = self._doubt_threshold()
         self.used.append(-threshold if self.rule.below else threshold)
         self.n_judged += 1
@@ -182,22 +154,19 @@ class BudgetTracker:
         return escalated
 
     def taken(self) -> None:
-        """A position the big model wrote without the rule judging it (an escalated span went on): it counts
-        as delivered, and the threshold it met is not recorded."""
+        """A position the big model wrote unjudged (an escalated span went on): counted as delivered."""
         self.n_judged += 1
         self.n_escalated += 1
 
     @property
     def meant(self) -> float | None:
-        """The threshold the budget meant for this answer: the median of those its positions met (finite
-        ones), in the rule's units; None before any."""
+        """The median finite threshold this answer's positions met, in the rule's units; None before any."""
         finite = [t for t in self.used if np.isfinite(t)]
         return float(np.median(finite)) if finite else None
 
 
 def tracker_for(rule: Rule | str, budget: float, draft: Path | str | None, chat: bool) -> BudgetTracker:
-    """The tracker for a request: the draft file's own calibration where one ships, else the closest, with
-    words for the Summary on which it started from."""
+    """The tracker for a request, from the draft's calibration, with `source` saying which it started from."""
     rule = RULE_TABLE[rule] if isinstance(rule, str) else rule
     calibration, own = calibration_for(draft) if draft is not None else (None, False)
     prior = calibration.prior(rule.name, chat) if calibration is not None else None
@@ -213,7 +182,6 @@ def tracker_for(rule: Rule | str, budget: float, draft: Path | str | None, chat:
 
 def replay(rule: Rule | str, budget: float, scores: Sequence[float | None], prior: Sequence[float] | None = None,
            ) -> list[bool]:
-    """Which of a recorded answer's positions a budget would send to the big model (the what-if): the
-    tracker over the recorded scores, in order."""
+    """Which of a recorded answer's positions a budget would send to the big model."""
     tracker = BudgetTracker(rule, budget, prior)
     return [tracker.judge(s) for s in scores]

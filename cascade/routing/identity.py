@@ -7,8 +7,7 @@ from pathlib import Path
 
 
 def fingerprint(path: Path | str) -> str:
-    """A hash of a file's size and its first and last 4 MiB (for a GGUF, the header with every tensor's
-    name, type and offset, and the last weights): a few milliseconds for any size."""
+    """A hash of a file's size and its first and last 4 MiB (a GGUF's header and last weights)."""
     path = Path(path)
     size = path.stat().st_size
     h = hashlib.sha256(str(size).encode())

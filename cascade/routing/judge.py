@@ -1,11 +1,5 @@
-"""Judging the draft's positions as a generation writes them: read the row, score it, decide.
-
-One `Judge` per generation. For each token the draft proposes it reads the draft's row (`reading.py`), adds
-the learned router's score where a router is loaded (`router.py`, over the trail of positions before it),
-and says whether the request's rule sends the position to the target at its threshold (`rules.py`), or, for
-a request with a token budget, at the threshold its `BudgetTracker` sets for that position (`budget.py`). It
-keeps the time this takes, which the Summary reports as `routing_s` (and `router_s`).
-"""
+"""One `Judge` per generation: read the draft's row, add the router's score, decide at the threshold or
+budget, and time it (`routing_s`, `router_s`)."""
 
 from __future__ import annotations
 
@@ -40,9 +34,8 @@ class Judge:
 
     def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None,
              ahead: Sequence[DraftReading | None] = ()) -> DraftReading:
-        """The draft's reading of its row at `position` for `token`, with the router's score if one is loaded.
-        `ahead`: the readings of the positions proposed since the last one written, pending the target's
-        check (None where lookup proposed, and the draft read nothing)."""
+        """The draft's reading of its row for `token`, with the router's score if loaded; `ahead`: readings of
+        proposals pending the target's check (None for lookup's)."""
         started = time.perf_counter()
         reading = read_row(row, token, self.alternatives)
         if self.router is not None:
@@ -55,27 +48,22 @@ class Judge:
         return reading
 
     def doubtful(self, reading: DraftReading) -> bool:
-        """Whether the rule sends this position to the target: at the threshold, or the budget's (once per
-        position: the budget counts it)."""
+        """Whether the rule sends this position to the target (call once per position: a budget counts it)."""
         if self.budget is not None:
             return self.budget.judge(self.rule.score(reading))
         return self.rule.escalates(self.rule.score(reading), self.threshold)
 
     def taken(self) -> None:
-        """The target wrote a position the rule did not judge (an escalated span went on): a budget counts it
-        as the target's, so the share it delivers holds spans too."""
+        """The target wrote a position the rule did not judge (a span went on); a budget counts it."""
         if self.budget is not None:
             self.budget.taken()
 
     def affords(self) -> bool:
-        """Whether an escalated span may go on: always at a threshold; with a budget, while it still owes the
-        big model tokens (`BudgetTracker.asked` above 0). A span then never takes more than the budget allows,
-        even on an answer too short for the tracker to make good an overshoot afterwards."""
+        """Whether an escalated span may go on: always at a threshold; with a budget, while it owes tokens."""
         return self.budget is None or self.budget.asked() > 0
 
     def written(self, reading: DraftReading | None, draft_ppl: float | None) -> None:
-        """A token was written at the next position: the draft's reading there (None where it read none) and
-        its perplexity of the token written, for the trail."""
+        """A token was written at the next position: the draft's reading there and its perplexity, for the trail."""
         self.trail.items.append(trail_item(reading, draft_ppl))
 
 

@@ -1,9 +1,6 @@
-"""What the draft knows of a position before anyone else is asked: one reading of its row of scores.
+"""What the draft knows of a position before anyone else is asked: one reading of its row (`read_row`).
 
-`read_row` turns the draft's row into a `DraftReading`: the probability of the token it proposes, of its
-likeliest tokens, and the entropy of its untempered distribution. Every deferral rule (`rules.py`) and the
-learned router (`router.py`) judge a position from its reading, and each token event records it, so any
-rule can re-judge a recorded run (`engine/analysis.py`). Pure functions on numpy rows.
+Every rule and the router judge a position from its `DraftReading`, and each token event records it.
 """
 
 from __future__ import annotations
@@ -16,9 +13,8 @@ import numpy as np
 
 
 def largest(row: np.ndarray, k: int) -> list[int]:
-    """The indices of the k largest scores, largest first (the lower index first among equals, as a
-    stable sort would order them). k argmaxes, each masking the one before: on a 152k-token row that is
-    0.08 ms for k = 5 where a partition takes 0.5 ms; the row is left as it was."""
+    """The indices of the k largest scores, largest first, lower index first among equals (k argmaxes,
+    faster than a partition for small k; the row is left as it was)."""
     best: list[int] = []
     saved: list[float] = []
     try:
@@ -31,7 +27,6 @@ def largest(row: np.ndarray, k: int) -> list[int]:
         for i, v in zip(best, saved):
             row[i] = v
     return best
-
 
 
 class Reading(Protocol):
@@ -58,9 +53,8 @@ class DraftReading:
 
 
 def read_row(row: np.ndarray, token: int, k: int = 2) -> DraftReading:
-    """The draft's reading of one row of logits, for the token it proposes there, with its `k` (at least
-    2) likeliest tokens. About 0.5 ms for Qwen's 152k-token vocabulary: one exp over the row and k
-    argmaxes (`largest`)."""
+    """The draft's reading of one row of logits for the token it proposes, with its `k` (at least 2)
+    likeliest tokens."""
     best = largest(row, max(k, 2))
     top = best[0]
     m = float(row[top])
@@ -68,8 +62,7 @@ def read_row(row: np.ndarray, token: int, k: int = 2) -> DraftReading:
     e = np.exp(shifted)
     z = float(e.sum(dtype=np.float64))
     log_z = math.log(z)
-    # An elementwise product and a sum, not np.dot: a BLAS call leaves OpenBLAS's threads spinning, and
-    # on a small CPU they then slow llama.cpp's next decode threefold (measured: 45 → 138 ms a draft token).
+    # Not np.dot: a BLAS call leaves OpenBLAS's threads spinning, which slows llama.cpp's next decode.
     entropy = max(0.0, log_z - float((e * shifted).sum(dtype=np.float64)) / z)
     probabilities = [math.exp(float(row[i]) - m) / z for i in best]
     second = probabilities[1] if len(best) > 1 else 0.0
