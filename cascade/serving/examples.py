@@ -8,8 +8,7 @@ from pathlib import Path
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "examples" / "prompts.json"
 
-# The prompt set the learned router is trained on (train) and every routing rule is judged on (test);
-# the split is fixed so that figures from different runs stay comparable.
+# The router's prompt set: trained on (train), judged on (test); a fixed split keeps runs comparable.
 PROMPT_SET_DIR = Path(__file__).resolve().parents[2] / "examples" / "router"
 SPLITS = ("train", "test")
 
@@ -21,13 +20,11 @@ class Example:
     chat: bool
     copy: bool = False  # the answer copies long spans of the prompt (where prompt lookup pays)
     first: bool = False  # the page starts with this prompt, and lists it first
-    # Offered on the page only: the benchmark never runs it, so that its figures keep their prompts.
-    page_only: bool = False
+    page_only: bool = False  # offered on the page only, never run by the benchmark
 
 
 def load_examples(path: Path = EXAMPLES_FILE, page: bool = False) -> list[Example]:
-    """The examples in the file's order: the benchmark's (`page` False), or the page's (`page` True: the
-    page-only ones too, the one marked first at the head)."""
+    """The examples in the file's order: the benchmark's, or with `page` the page's (the first at the head)."""
     examples = [Example(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
     if not page:
         return [e for e in examples if not e.page_only]
@@ -46,11 +43,8 @@ _PROMPT_KEYS = ("prompt", "chat", "kind", "language")
 
 
 def load_prompts(path: Path | str) -> list[PromptItem]:
-    """A JSON-lines prompt file, one {"prompt": ..., "chat": true|false} a line (other keys: kind, language).
-
-    A missing "chat" means true; blank lines are skipped. Any other fault is a ValueError naming the file
-    and the line.
-    """
+    """A JSON-lines prompt file, one {"prompt": ..., "chat": true|false} a line ("chat" defaults to true);
+    a fault is a ValueError naming the file and line."""
     path = Path(path)
     items: list[PromptItem] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

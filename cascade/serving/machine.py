@@ -22,9 +22,7 @@ class Machine:
     target: str
     python: str
     date: str
-    # llama.cpp's batch-only CPU kernels in this build ("LLAMAFILE, REPACK"; "none": a batch of up to 7
-    # tokens reads as one-token steps do, `engine/numerics.py`)
-    batch_kernels: str = ""
+    batch_kernels: str = ""  # llama.cpp's batch-only CPU kernels in this build (`engine/numerics.py`)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,8 +1,4 @@
-"""What a server says of its models and its failures: the models by name, errors in words for visitors.
-
-A visitor, an API client or a log reader never sees a directory of the machine serving them: a local
-model file is named by its file name, and paths in error messages are cut to their last part.
-"""
+"""Models by name and errors in words a visitor may read: no path of the serving machine, only file names."""
 
 from __future__ import annotations
 
