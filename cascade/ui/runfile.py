@@ -1,19 +1,7 @@
-"""A run kept in one HTML file: it opens from disk in any browser, with no server and no network.
+"""A run kept in one HTML file that opens offline in any browser (`run_html`), drawn by the page's own
+views, with the run embedded as JSON that `read_run` reads back; "Download this run" and `--save` write it.
 
-`run_html` draws a finished (or stopped) run with the page's own pure render functions (`tokens`,
-`chart`, `sentences`): the coloured text with its hover details and legend, the chart of the run's
-rule (Plotly's JavaScript inlined, so the chart stays interactive offline), the summary and the measured
-numbers, the settings in words, and the comparison with the big model alone when there is one. The
-run itself (prompt, settings, events, summary) is embedded as JSON in a `<script type="application/json">`
-element, and `read_run` reads it back. The rows of settings, numbers and machine are `runwords`'s.
-
-The page's "Download this run" writes one such file per finished (or stopped) run (`offer_download`),
-keeping the latest few in a folder of its own; `cascade generate --save` writes one too.
-
-Everything a model wrote, and the prompt, is untrusted: the render functions escape it, this module's
-own template escapes everything it adds (`html.escape`), and the embedded JSON has `<`, `>` and `&`
-written as `\\u003c`, `\\u003e`, `\\u0026` so no text can close its script element. The file loads
-nothing from anywhere: a Content-Security-Policy forbids every fetch.
+All text is escaped, the JSON cannot close its script element, and a Content-Security-Policy forbids any fetch.
 """
 
 from __future__ import annotations
@@ -49,8 +37,7 @@ FORMAT, VERSION = "cascade-run", 1
 DATA_ID = "cascade-run"  # the id of the script element that holds the run as JSON
 CHART_ID = "cascade-chart-plot"
 
-# Inline scripts and styles only; no fetch of any kind (images only as data: URLs, which Plotly's
-# "download as png" button makes).
+# inline scripts and styles only; images as data: URLs (Plotly's "download as png")
 _CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
         "base-uri 'none'; form-action 'none'")
 
@@ -114,8 +101,7 @@ def _script_safe(json_text: str) -> str:
 def run_record(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent], summary: Summary | None, *,
                models: Mapping[str, str], machine: Mapping[str, Any] | None, comparison: Summary | None,
                created: str, earlier: Sequence[conversation.Turn] = ()) -> dict[str, Any]:
-    """The run as the file embeds it (and `read_run` returns it); a follow-up's earlier turns under
-    "earlier" (`conversation.turn_record`), oldest first, their text also in `settings.history`."""
+    """The run as the file embeds it (and `read_run` returns it), a follow-up's earlier turns under "earlier"."""
     return _plain({
         "earlier": [conversation.turn_record(t) for t in earlier],
         "format": FORMAT, "version": VERSION, "prompt": prompt, "settings": dataclasses.asdict(config),
@@ -129,9 +115,7 @@ _DATA_RE = re.compile(r'<script type="application/json" id="' + DATA_ID + r'">(.
 
 
 def read_run(document: str) -> dict[str, Any]:
-    """The run a run file embeds: format, version, prompt, settings, events, summary, comparison, models,
-    machine, created, and a follow-up's earlier turns (`earlier`; [] in older files). ValueError if the
-    document holds none."""
+    """The run a run file embeds (`run_record`'s keys; "earlier" is [] in older files); ValueError if none."""
     match = _DATA_RE.search(document)
     if match is None:
         raise ValueError("not a cascade run file: it has no embedded run")
@@ -161,8 +145,7 @@ def _numbers_table(rows: Sequence[tuple[str, str]]) -> str:
 
 
 def _chart_html(routing: Routing, run_threshold: float, run_rule: str = "perplexity", **shares: Any) -> str:
-    """The chart as the page draws it (by the run's rule; `shares`: its budget and the calibration's prior,
-    `chart.figure_spec`'s), with Plotly's JavaScript inlined."""
+    """The chart as the page draws it (`shares`: `chart.figure_spec`'s), with Plotly's JavaScript inlined."""
     import plotly.io
     from plotly.offline import get_plotlyjs
 
@@ -232,18 +215,13 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
              prior: Sequence[float] | None = None) -> str:
     """One self-contained HTML document keeping a run: its text, chart, numbers, settings and data.
 
-    `summary` is None for a run stopped before it finished. `models` names the two models
-    ({"draft": ..., "target": ...}: file names or Hub repo/filename, never this machine's paths);
-    `machine` is {"cpu", "cores", "threads"} (see `machine_info`); `comparison` is the big model
-    alone's Summary for the same request, if it was run; `created` is the date and time to show;
-    `earlier`: a follow-up's earlier questions and answers (`conversation.Turn`), shown before its own;
-    `prior`: for a run whose share (a budget) set its threshold, the calibration's scores that share started
-    from (`Run.prior`), so that the chart draws the threshold it moved (without it, as if from none).
+    `summary` is None for a stopped run; `models` names the models (`model_names`), `machine` is
+    `machine_info`'s; `comparison` is the big model alone's Summary; `earlier` a follow-up's turns;
+    `prior` the calibration a share's threshold started from (`Run.prior`).
     """
-    # A prompt may hold lone surrogates (a Python str can, UTF-8 cannot): they become '?', as the
-    # engine itself reads them.
+    # lone surrogates (a str can hold them, UTF-8 cannot) become '?', as the engine reads them
     prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
-    # A follow-up saved without its earlier runs (the command line's --save): their text, from its history.
+    # saved without its earlier runs (--save): the turns' text, from the history
     earlier = tuple(earlier) or conversation.turns_of(config.history)
     routing = Routing(events)
     run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
@@ -304,7 +282,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 
 # ---- "Download this run" -------------------------------------------------------------------------------
 
-# Files for "Download this run": Gradio serves them from its cache, so only the latest few are kept here.
+# Gradio serves downloads from its own cache, so only the latest few are kept here.
 RUN_FILES = Path(tempfile.gettempdir()) / "cascade-runs"
 KEEP_RUN_FILES = 32
 
@@ -323,8 +301,7 @@ def save_run_file(run: Run, folder: Path = RUN_FILES) -> Path:
 
 
 def offer_download(run: Run | None) -> Any:
-    """The "Download this run" button (the one output, so Gradio takes the value itself): shown with a
-    file that keeps `run` once it has finished or was stopped, hidden while there is none."""
+    """The "Download this run" button: a file keeping `run` once it has finished or stopped, else hidden."""
     import gradio as gr  # here, not above: the command line's --save writes run files without the page
 
     if run is None or run.running:
