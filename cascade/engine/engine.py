@@ -15,7 +15,7 @@ from .auto import AutoTuner
 from .config import GenerationConfig
 from .costmodel import target_alone_s
 from .events import Event
-from .forcing import forced_pair_positions, forced_positions
+from .forcing import forced_positions
 from .loop import Generation
 from .models import ModelPair
 from .policies import POLICY_TABLE
@@ -108,15 +108,6 @@ class Engine:
         with self.pair.writing():
             prompt_tokens = self.encode(prompt, chat, system, answer_prefix, history)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router, hidden=hidden)
-
-    def read_along(self, prompt: str, chat: bool, text_tokens: Sequence[int], system: str = "",
-                   answer_prefix: str = "", hidden: bool = False) -> list[Position]:
-        """Both models read a text neither wrote, after this prompt, in one batched pass each
-        (`forcing.forced_pair_positions`): at each position the draft's reading and the target's own choice
-        there. A router's training data (`bench/corpus.py`)."""
-        with self.pair.writing():
-            prompt_tokens = self.encode(prompt, chat, system, answer_prefix)
-            return forced_pair_positions(self.pair, prompt_tokens, text_tokens, hidden=hidden)
 
     def break_even_share(self, horizon: int = 128) -> float | None:
         """The largest big-model share at which cascade beats the target alone on this machine, from the

@@ -3,7 +3,7 @@
 The target writes a text alone (greedy); the draft then reads prompt + that text in batches, which gives
 its reading at every position as if it had written the text so far, and whether its own choice there (its
 argmax) is the target's token (`routing.curves.Position`). Every rule's curve is drawn from these
-(`routing/curves.py`), and they are the learned router's training data (label: the draft's choice differs).
+(`routing/curves.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ..routing.curves import Position
 from ..routing.reading import read_row
 from ..routing.router import Router, Trail
 from .models import ModelPair
-from .runner import ModelRunner
 from .sampling import token_logprob
 
 # Draft rows read per call: each row is the whole vocabulary (0.6 MB for Qwen), so a long text is read
@@ -53,26 +52,3 @@ def forced_positions(pair: ModelPair, prompt: Sequence[int], text: Sequence[int]
             out.append(Position(reading, target_token, x))
             trail.add(reading.draft_entropy, token_logprob(row, target_token))
     return out
-
-
-def choices_along(runner: ModelRunner, prompt: Sequence[int], text: Sequence[int], chunk: int = CHUNK) -> list[int]:
-    """A model's own choice (argmax) at every position of `text` after `prompt`, read in batched chunks."""
-    out: list[int] = []
-    prompt, text = list(prompt), list(text)
-    runner.clear()
-    for start in range(0, len(text), chunk):
-        end = min(start + chunk, len(text))
-        rows = runner.advance(prompt + text[:end - 1], end - start)
-        out.extend(int(i) for i in np.argmax(rows, axis=1))
-    return out
-
-
-def forced_pair_positions(pair: ModelPair, prompt: Sequence[int], text: Sequence[int], chunk: int = CHUNK,
-                          hidden: bool = False) -> list[Position]:
-    """Both models read a text that neither wrote (a person's, say): at every position the draft's reading
-    (as `forced_positions`) and, as the position's `target_token`, the target's own choice after the same
-    prefix. So `Position.differs` says whether the two would write different tokens there, which is the
-    router's question, without the target having to write the text first. The caller holds the pair's lock."""
-    choices = choices_along(pair.target, prompt, text, chunk)
-    positions = forced_positions(pair, prompt, text, chunk=chunk, hidden=hidden)
-    return [replace(p, target_token=t) for p, t in zip(positions, choices)]

@@ -100,14 +100,6 @@ def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return shares, agreements, doubt, cuts
 
 
-def share_for(doubt: np.ndarray, differs: np.ndarray, agreement: float = 0.95) -> float:
-    """The least share of positions the target must write, most doubtful first, for this share of positions
-    to hold its choice (`Curve.share_at` without the curve: for a hundred thousand positions)."""
-    shares, agreements, _, _ = points(doubt, differs)
-    enough = agreements >= agreement - 1e-12
-    return float(shares[int(np.argmax(enough))]) if enough.any() else 1.0
-
-
 def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve:
     """The curve of `rule` over positions with these scores and labels (differs: the draft's choice is not
     the target's), each point with the threshold that gives it (`points`)."""
@@ -145,16 +137,3 @@ def rule_curves(positions: Sequence[Position], rules: Iterable[str] | None = Non
         if positions and all(s is not None for s in scores):
             out[name] = curve(rule, scores, differs)
     return out
-
-
-def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """How well larger scores pick out positive labels: the probability a random positive outranks a
-    random negative (ties count half). None with only one kind of label."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
-    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    _, tie, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    ranks = ((ends - counts + 1 + ends) / 2)[tie]  # 1-based ranks, averaged over ties
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

@@ -4,9 +4,9 @@ It reads only what the draft has before the target is asked: the reading of the 
 the readings of the last few positions, what kind of token the draft proposes, and how far into the text
 it is; a router may also read the draft's final hidden state at the position (`HIDDEN`: what its LM head
 turns into the row, so it holds more than the row's top two probabilities), which the draft returns from
-the same decode. Fitting uses scikit-learn (`fit`, for the command `python -m cascade router train`); using a router
-is a dot product in numpy, so the page does not need scikit-learn. A router is a small JSON file: feature
-names, the standardisation, the weights, the pair it was trained on and the data's size.
+the same decode. Using a router is a dot product in numpy; fitting one (scikit-learn) lives in the
+repository's `lab/`. A router is a small JSON file: feature names, the standardisation, the weights, the
+pair it was trained on and the data's size.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ import math
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from .curves import roc_auc
 from .identity import fingerprint
 from .reading import DraftReading
 
@@ -152,7 +151,7 @@ class Router:
             unknown = sorted(set(names) ^ set(FEATURES + hidden_names(max(0, len(names) - len(FEATURES)))))
             raise ValueError("the router was trained on other features than this version computes"
                              + (f" ({', '.join(unknown)})" if unknown else " (in another order)")
-                             + "; train it again with `python -m cascade router train`")
+                             + "; train it again (`python -m lab router study`)")
         arrays = [np.asarray(d[k], dtype=np.float64) for k in ("mean", "scale", "coef")]
         if any(a.shape != (len(names),) for a in arrays):
             raise ValueError("the router's weights do not match its feature names")
@@ -178,61 +177,13 @@ class Router:
             raise ValueError(f"router file {path}: {e}") from None
 
 
-def fit(x: np.ndarray, y: np.ndarray, pair: dict[str, str] | None = None, data: dict[str, Any] | None = None,
-        c: float = 1.0, n_hidden: int = 0) -> Router:
-    """A router fit on features `x` (rows in the order of FEATURES, then `n_hidden` dimensions of the draft's
-    hidden state) and labels `y` (1: the target wrote another token), standardised first. Needs scikit-learn."""
-    try:
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
-    except ImportError:
-        raise ValueError("fitting a router needs scikit-learn (pip install scikit-learn, or the project's "
-                         "`train` extra); using one does not") from None
-
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=int)
-    names = FEATURES + hidden_names(n_hidden)
-    if x.ndim != 2 or x.shape[1] != len(names) or len(x) != len(y):
-        raise ValueError(f"expected one row of {len(names)} features per label, got {x.shape} and {len(y)} labels")
-    if len(set(y.tolist())) < 2:
-        raise ValueError("the training data has only one label; a router needs positions where the models "
-                         "agree and positions where they differ")
-    scaler = StandardScaler().fit(x)
-    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-    model = LogisticRegression(C=c, max_iter=2000).fit((x - scaler.mean_) / scale, y)
-    return Router(names, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]),
-                  pair=pair or {}, data=data or {})
-
-
-def fit_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float, n_hidden: int = 0,
-                    folds: int = 5) -> np.ndarray:
-    """Each row's probability from a router (`fit`) that never saw its group: rows go to fold `group %
-    folds`, so a prompt's (or a module's) positions are never both trained and judged on."""
-    groups = np.asarray(groups)
-    predicted = np.empty(len(y))
-    for fold in range(folds):
-        held = groups % folds == fold
-        if held.any():
-            predicted[held] = fit(x[~held], y[~held], c=c, n_hidden=n_hidden).probability(x[held])
-    return predicted
-
-
-def scores_out_of_fold(x: np.ndarray, y: np.ndarray, groups: np.ndarray, grid: Sequence[float], n_hidden: int = 0,
-                       folds: int = 5, log: Callable[[str], None] = lambda _m: None) -> dict[float, float]:
-    """Each regularisation strength of `grid`, with its ROC AUC out of fold (`fit_out_of_fold`)."""
-    scores = {}
-    for c in grid:
-        scores[c] = roc_auc(fit_out_of_fold(x, y, groups, c, n_hidden, folds), np.asarray(y).astype(bool))
-        log(f"  C {c:g}: ROC AUC out of fold {scores[c]:.4f}")
-    return scores
-
-
 class RouterMissing(ValueError):
     """A request asks for the learned rule where no router is loaded."""
 
     def __init__(self) -> None:
         super().__init__("the learned rule needs a router, and none is loaded (the project ships routers only for "
                          "the small model files it trained them with, recognised by their content): train one with "
-                         "`python -m cascade router corpus` and `router study`, and name it with --router or "
+                         "`python -m lab router corpus` and `router study` (the repository's lab/), and name it with --router or "
                          "CASCADE_ROUTER")
 
 
