@@ -1,13 +1,5 @@
-"""A session's runs as branches, and forks from a token.
-
-Every run of a session (a generation, a fork, a follow-up) is kept as a `Branch`, listed under the answer
-so a visitor can show any of them again, with its request back in the controls; each is labelled by what
-it changed (`what_differs`): a fork by its token, a follow-up by its question, another run by the prompt
-or the settings that differ from the branch before. A fork starts from a token of a finished run: a
-token chosen in a token's pinned table (`hover.py`) becomes the end of the next run's given start
-(`fork_prefix`), it writes with that run's own settings (`fork_request`: the controls are set back to
-them, and the page says which it set back), and that run is a branch of its own that says where it came
-from.
+"""A session's runs as branches, each labelled by what it changed (`what_differs`), and forks: a token
+chosen in the hover's table ends the next run's given start (`fork_prefix`), with the parent's settings.
 """
 
 from __future__ import annotations
@@ -25,9 +17,7 @@ from .generate import GENERATE_INPUTS, SETTINGS
 from .run import BRANCH_OUTPUTS, Run, Update, run_update
 from .style import fmt_threshold, visible
 
-# Runs a session keeps as branches (each with its events and both models' alternatives); past it, the
-# oldest is let go, and the list says so.
-MAX_BRANCHES = 30
+MAX_BRANCHES = 30  # runs a session keeps; past it the oldest is let go, and the list says so
 
 
 @dataclass(frozen=True)
@@ -64,7 +54,7 @@ class Branch:
 
 LABEL_WORDS = 40  # characters of a prompt or a question a label keeps
 
-# A setting in a label or a sentence, by field: its name in words (the rule and its threshold go together).
+# a setting's name in a label, by field (the rule and its threshold are said together, `rule_words`)
 SETTING_WORDS = {"k": "k", "rollback_threshold": "rollback threshold", "bild_window": "most unchecked tokens",
                  "lookup_ngram": "longest n-gram", "max_tokens": "most tokens", "temperature": "temperature",
                  "top_p": "top-p", "top_k": "top-k", "seed": "seed"}
@@ -100,9 +90,8 @@ def _deciding(config: GenerationConfig) -> tuple:
 
 
 def what_differs(before: Run | None, run: Run) -> str:
-    """What `run` asked differently from `before` (the branch before it), in a few words for its label:
-    its prompt when that changed, then each setting that changed ("margin 0.2", "speculative", "k 2");
-    the first run, its prompt; the same request again, "the same request again"."""
+    """What `run` asked differently from `before`, for its label: the prompt if changed, then each changed
+    setting ("margin 0.2", "speculative", "k 2"); the first run, its prompt."""
     if before is None:
         return quoted(run.prompt)
     old, new = before.config, run.config
@@ -126,9 +115,8 @@ def what_differs(before: Run | None, run: Run) -> str:
 # ---- forks -------------------------------------------------------------------------------------------
 
 def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any) -> tuple[str, Fork]:
-    """A fork from token `position` of `run` with the token `chosen` there: the new run's answer prefix
-    (the run's answer before that token, then the chosen token) and where it forked from. ValueError
-    for a run still writing or a position it has no token at."""
+    """The answer prefix of a fork at `position` of `run` (its answer before it, then `chosen`) and the
+    `Fork`; ValueError for a run still writing or a position it has no token at."""
     if run is None or run.running:
         raise ValueError("let the run finish (or stop it) before writing on from one of its tokens")
     if not isinstance(position, int) or isinstance(position, bool) or not isinstance(chosen, str) or not chosen:
@@ -199,10 +187,8 @@ def _share_moved(shown: Any, value: Any, config: GenerationConfig) -> str:
 
 def fork_request(run: Run | None, current: int | None, position: Any, chosen: Any,
                  controls: dict[str, Any]) -> tuple[dict[str, Any], Fork, str | None]:
-    """A fork's request: the values of the controls (GENERATE_INPUTS) for the parent run's own request and
-    settings, its answer starting at the chosen token (`fork_prefix`); where it forked from; and, where the
-    controls (`controls`, by name) showed other values, a sentence naming them (None where they did not).
-    ValueError as `fork_prefix`."""
+    """A fork's controls (GENERATE_INPUTS: the parent's request, the `fork_prefix` start), the `Fork`, and
+    a sentence naming the `controls` that showed other values (None if none). ValueError as `fork_prefix`."""
     prefix, fork = fork_prefix(run, current, position, chosen)
     values = {**request_controls(run), "answer_prefix": prefix}
     moved = [_moved(name, controls[name], values[name], run.config, controls) for name in GENERATE_INPUTS
@@ -214,9 +200,8 @@ def fork_request(run: Run | None, current: int | None, position: Any, chosen: An
 
 
 def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple:
-    """A token chosen in a token's table: the controls (GENERATE_INPUTS, whose values `shown` are, in
-    order) set to the parent run's request and settings, with the answer's start for the fork; then
-    where it forked from. A toast names the controls that showed other settings."""
+    """A token chosen in the hover's table: the controls (GENERATE_INPUTS, now `shown`) set to the fork's
+    request, then the `Fork`; a toast names the controls that showed other settings."""
     controls = dict(zip(GENERATE_INPUTS, shown))
     try:
         values, fork, note = fork_request(run, current, evt.index, evt.value, controls)
@@ -234,9 +219,8 @@ def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple
 # ---- the session's branches --------------------------------------------------------------------------
 
 def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork | None) -> tuple:
-    """After a run (or its Stop, or its comparison): the session's branches with it, as a new branch or
-    in place of its earlier self; (branches, the list's update, the current branch's number, the pending
-    fork cleared)."""
+    """The branches with `run` added, or replacing its earlier self (after a Stop or a comparison):
+    (branches, the list's update, the current number, the pending fork or None once used)."""
     branches = list(branches or [])
     if run is None:
         return branches, gr.skip(), gr.skip(), fork
@@ -262,8 +246,7 @@ def branches_update(branches: Sequence[Branch], current: int) -> Any:
     return gr.update(choices=labels, value=value, visible=len(branches) > 1, info=info)
 
 
-# The controls that say what a run asked, which showing a branch sets back to its request: Generate then
-# asks that again, a fork or a follow-up starts from it, and "Copy link" links to it.
+# the controls a shown branch sets back to its request, so that Generate, a fork or a link start from it
 REQUEST_CONTROLS = ("prompt", "mode", "system", "answer_prefix", "history")
 
 
@@ -275,8 +258,7 @@ def request_values(run: Run) -> tuple:
 
 
 def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
-    """A branch chosen in the list: its text, chart and numbers again, with no generation; then the
-    current branch's number, and its request in the controls (REQUEST_CONTROLS)."""
+    """A branch chosen in the list: its pictures again (BRANCH_OUTPUTS), its number, its REQUEST_CONTROLS."""
     branch = next((b for b in branches or [] if b.label == label), None)
     if branch is None:
         return Update().values(BRANCH_OUTPUTS) + (gr.skip(),) * (1 + len(REQUEST_CONTROLS))
@@ -291,8 +273,7 @@ def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
 # ---- an earlier turn's branch --------------------------------------------------------------------------
 
 def turn_branch(run: Run | None, number: Any, branches: Sequence[Branch] | None) -> Branch:
-    """The branch of the earlier turn `number` (1, 2, …) of the conversation `run` follows. ValueError
-    where there is none: a turn a link gave (its text alone), or one the branch list has let go."""
+    """The branch of earlier turn `number` (from 1) of `run`'s conversation; ValueError if none is kept."""
     if run is None or not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= len(run.earlier):
         raise ValueError("the answer shown has no such earlier turn")
     turn = run.earlier[number - 1].run
