@@ -1,13 +1,6 @@
-"""Follow-up questions on the page: a conversation's earlier turns, as the engine reads them and as the
-page shows them.
-
-The engine reads a conversation as `GenerationConfig.history`, (role, text) pairs that go through the
-chat template before the new question (`prompt.py`). The page keeps the same pairs as JSON text in a
-hidden field beside the prompt (so a link can carry them, and "Copy link" reads them like any other
-setting), and keeps each earlier turn's run as a `Turn`, so the turns above the latest answer keep
-their colours and their alternatives. A turn whose run the page does not have (a conversation opened
-from a link) is shown as its text alone. The earlier turns are a panel of their own, drawn when the
-field changes; the latest answer's pictures carry only its question and its own text.
+"""A conversation's earlier turns: as the engine reads them (`GenerationConfig.history`, kept as JSON in
+a hidden field a link can carry) and as the page shows them (`Turn`, with its run's colours where the page
+has it, else its text alone).
 """
 
 from __future__ import annotations
@@ -24,17 +17,13 @@ from ..routing.rules import RULE_TABLE
 from . import tokens
 from .style import GREY, TEXT_STYLE
 
-# A link longer than this is not offered: servers and proxies commonly refuse a request line past about
-# 8 KB, and a link that opens a page with half a conversation would be worse than none.
-LINK_LIMIT = 8000
-# Of which the conversation's own JSON may take at most this much (a link reading a longer one says so).
-HISTORY_LINK_LIMIT = 6000
+LINK_LIMIT = 8000  # no longer link is offered: servers and proxies commonly refuse a request line past 8 KB
+HISTORY_LINK_LIMIT = 6000  # of which the conversation's JSON may take this much
 TOO_LONG_FOR_A_LINK = "download the run instead: its file keeps the whole conversation"
 
 
 def conversation_of(run: Any) -> History:
-    """The conversation a follow-up to `run` continues: the run's earlier turns, its question and its
-    answer (the given start included: the models read it as the answer's)."""
+    """The history a follow-up to `run` continues: its earlier turns, its question, its answer."""
     return tuple(run.config.history) + (("user", run.prompt), ("assistant", run.answer))
 
 
@@ -48,8 +37,7 @@ class Turn:
 
     @cached_property
     def answer_html(self) -> str:
-        """The answer as the run wrote it (red, purple, struck through; the hover's data), or its text
-        alone. Kept once drawn: an earlier turn never changes while the next one streams."""
+        """The answer as its run drew it, or its text alone; cached, since an earlier turn never changes."""
         run = self.run
         if run is None or not run.events:
             return html.escape(self.answer)
@@ -58,14 +46,14 @@ class Turn:
 
 
 def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
-    """The earlier turns of a request whose conversation is `history`, each with its run where
-    `previous` (the run the page shows) or its own earlier turns wrote that very question and answer."""
+    """The turns of `history`, each with its run where `previous` (the run shown) or its earlier turns
+    wrote that very question and answer."""
     known: list[Turn] = []
     if previous is not None and not previous.running:
         known = list(previous.earlier) + [Turn(previous.prompt, previous.answer, previous)]
     pairs = [(history[i][1], history[i + 1][1]) for i in range(0, len(history) - 1, 2)]
     turns: list[Turn] = []
-    following = True  # every turn so far is the known one (past the first that differs, none can be)
+    following = True  # every turn so far is the known one
     for i, (question, answer) in enumerate(pairs):
         following = following and i < len(known) and (known[i].question, known[i].answer) == (question, answer)
         turns.append(known[i] if following else Turn(question, answer))
@@ -90,8 +78,7 @@ def _question(number: int, text: str, selectable: bool = False) -> str:
 
 
 def latest_html(number: int, question: str, panel: str) -> str:
-    """The latest answer's box in a conversation: its question ("Question 3 · …"), then `panel`, the
-    answer's own text panel. With no earlier turn (number 1), the panel alone, as for any single answer."""
+    """The latest answer's box: its question ("Question 3 · …") over its text `panel`; turn 1, the panel alone."""
     if number <= 1:
         return panel
     return (f'<div class="cascade-turn cascade-latest" data-turn="{number}">{_question(number, question)}'
@@ -99,16 +86,13 @@ def latest_html(number: int, question: str, panel: str) -> str:
 
 
 def conversation_panel(earlier: Sequence[Turn]) -> str:
-    """The earlier questions and answers above the latest answer, in a box of their own: drawn when the
-    conversation changes, never with the pictures of the answer being written (an earlier turn's HTML,
-    a few hundred characters a token, would otherwise travel with every one of them). Hover shows what
-    each model considered there; forks are made from an earlier answer once its branch is shown."""
+    """The earlier turns above the latest answer, a panel of their own, drawn when the conversation changes
+    rather than with every picture of the answer being written (their HTML is large)."""
     return f'<div class="cascade-conversation">{earlier_html(earlier, selectable=True)}</div>' if earlier else ""
 
 
 def earlier_html(earlier: Sequence[Turn], selectable: bool = False) -> str:
-    """The earlier questions and answers, oldest first (a run file shows them before its own question).
-    `selectable`: each turn the page has the run of offers to show it again (`SHOW_TURN_JS`)."""
+    """The earlier turns, oldest first; `selectable`: a turn whose run the page has offers "show its chart"."""
     parts = []
     for number, turn in enumerate(earlier, 1):
         note = "" if turn.run is not None else (f'<div class="cascade-turn-note" style="color:{GREY};font-size:.85em">'
@@ -120,8 +104,7 @@ def earlier_html(earlier: Sequence[Turn], selectable: bool = False) -> str:
 
 
 def turn_record(turn: Turn) -> dict[str, Any]:
-    """An earlier turn as a run file keeps it: its question and answer, and its run's settings and events
-    where the page had them (null otherwise)."""
+    """An earlier turn as a run file keeps it: question, answer, and its run's settings and events or null."""
     run = turn.run
     return {"question": turn.question, "answer": turn.answer,
             "settings": dataclasses.asdict(run.config) if run is not None else None,
@@ -135,8 +118,7 @@ def waiting_html(number: int, question: str) -> str:
     return latest_html(number, question, latest)
 
 
-# The earlier turns' panel's own script (after the hover's, `js_on_load`): "show its chart" by an earlier
-# question sends the panel's `select` event with the turn's number (`branches.show_turn`).
+# the panel's script after the hover's: "show its chart" sends `select` with the turn's number
 SHOW_TURN_JS = """
 const showTurn = (e) => {
   const button = e.target.closest && e.target.closest(".cascade-show-turn");

@@ -1,11 +1,5 @@
-"""Text as prose and fenced code, and where two texts differ: code line by line, prose word by word.
-
-An answer often mixes prose with code between fences (```python … ```). `parts` finds the fences: the
-text panel draws fenced code as a monospace block (`tokens.py`), and `diff_html` compares two texts
-(the comparison with the big model alone, `sentences.compare_html`): the fenced parts by line, so a
-reader sees which lines changed, the rest by word. Everything here escapes the texts: they are model
-output.
-"""
+"""Text as prose and fenced code (`parts`), and where two texts differ: code line by line, prose word by
+word (`diff_html`). Model text is escaped here."""
 
 from __future__ import annotations
 
@@ -15,8 +9,7 @@ import re
 
 from .style import GREEN, RED, TEXT_STYLE
 
-# A fence: three or more backticks (or tildes) at the start of a line; an opening one may name a
-# language ("```python"), a closing one is the same character, at least as many, alone on its line.
+# a fence: 3+ backticks or tildes opening a line (an opening one may name a language)
 _OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})[^`\n]*\n?")
 _CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*\n?")
 
@@ -29,9 +22,8 @@ def _lines(text: str) -> list[str]:
 
 
 def parts(text: str) -> list[tuple[str, int, int]]:
-    """`text` cut into (kind, start, end), in order and covering it: "prose"; "open", a fence's opening
-    line ("```python" and its newline); "code", the lines inside; "close", the closing fence's line. A
-    fence not closed yet (an answer still being written) runs to the end of the text."""
+    """`text` cut into (kind, start, end), in order and covering it; kind is "prose", "open" (a fence's line),
+    "code" or "close". A fence not closed yet runs to the end of the text."""
     out: list[tuple[str, int, int]] = []
 
     def add(kind: str, start: int, end: int) -> None:
@@ -70,8 +62,7 @@ def _units(text: str) -> list[tuple[str, str]]:
 
 
 def _changes(ua: list, ub: list) -> list[tuple[str, int, int, int, int]]:
-    """SequenceMatcher's opcodes, with changes that only whitespace separates merged into one: "the cat
-    sat" → "a dog lay" reads as one change, not as three words glued to three others."""
+    """SequenceMatcher's opcodes, with changes that only whitespace separates merged into one."""
     merged: list[list] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ua, ub, autojunk=False).get_opcodes():
         gap = merged[-2:] if len(merged) >= 2 else []
@@ -84,9 +75,8 @@ def _changes(ua: list, ub: list) -> list[tuple[str, int, int, int, int]]:
 
 
 def pieces(a: str, b: str) -> list[tuple[str, str, str]]:
-    """Where `b` differs from `a`, as (op, kind, text) in order: op in equal/delete/insert, kind "prose"
-    or "code" (whole lines of fenced code). The "equal" and "delete" pieces joined give `a` back, the
-    "equal" and "insert" ones `b`; a change's deleted pieces come before its inserted ones."""
+    """Where `b` differs from `a`, as (op, kind, text): op equal/delete/insert, kind "prose" or "code".
+    The equal and delete pieces join to `a`, the equal and insert ones to `b`; deletes come first."""
     ua, ub = _units(a), _units(b)
     out: list[tuple[str, str, str]] = []
 
@@ -107,8 +97,7 @@ def pieces(a: str, b: str) -> list[tuple[str, str, str]]:
 
 
 def changed(a: str, b: str) -> str:
-    """How much differs, in words: "3 words changed", "2 lines changed", "2 lines and 3 words changed".
-    A change counts the longer of its two sides: a word replaced by another is one word changed."""
+    """How much differs, in words ("2 lines and 3 words changed"), each change by its longer side."""
     lines = words = 0
     ua, ub = _units(a), _units(b)
     for op, i1, i2, j1, j2 in _changes(ua, ub):
@@ -124,21 +113,18 @@ def changed(a: str, b: str) -> str:
 
 _DELETE = f"color:{RED};text-decoration:line-through;background:rgba(198,40,40,.08)"
 _INSERT = f"color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.10)"
-# A changed line of code: a whole-width band, struck through or underlined as a changed word is.
 _LINE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto;font-size:.9em;"
          f"padding:0 8px;border-left:3px solid")
 _CODE = _LINE + " rgba(128,128,128,.35);background:rgba(128,128,128,.06)"
 _DELETED_LINES = f"{_LINE} {RED};color:{RED};text-decoration:line-through;background:rgba(198,40,40,.10)"
 _INSERTED_LINES = f"{_LINE} {GREEN};color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.12)"
-# An inserted word right after a deleted one keeps a space's width from it, so "if" → "elif" reads
-# "if elif", never "ifelif" (the space is a margin, not text: both texts stay as they were).
+# an insert right after a delete keeps a margin from it ("if elif", not "ifelif"), not a space in the text
 _APART = ";margin-left:.35em"
 
 
 def diff_html(a: str, b: str) -> str:
-    """The two texts as one, escaped: prose a deleted word struck through in red, an inserted one
-    underlined in green; fenced code by whole lines (unchanged lines on grey, changed ones in the same
-    colours), so a reader sees which lines changed."""
+    """The two texts as one, escaped: deletions struck through in red, insertions underlined in green,
+    fenced code by whole lines."""
     out: list[str] = []
     previous = None
     for op, kind, text in pieces(a, b):

@@ -1,9 +1,5 @@
-"""What the page does for a follow-up question: ask it, offer its box, show the conversation so far.
-
-"Ask a follow-up" fills the request's controls with the question and the conversation so far (the
-hidden history field, `conversation.py`), and the chained generation answers it like any request.
-When that field changes, the row by the prompt and the panel of earlier turns are drawn again.
-"""
+"""A follow-up question: it fills the request's controls (the question, the hidden history field), and
+the chained generation answers it; the conversation is redrawn when that field changes."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ from .run import Run
 
 
 def followup_request(question: Any, run: Run | None) -> tuple[str, str]:
-    """"Ask a follow-up": the next request's prompt and its earlier turns (the hidden field's JSON), the
-    conversation of `run` so far. ValueError says why not: no finished chat answer, or no question."""
+    """The follow-up's prompt and history JSON; ValueError without a finished chat answer or a question."""
     if run is None:
         raise ValueError("generate an answer first, then ask a follow-up about it")
     if run.running:
@@ -30,9 +25,7 @@ def followup_request(question: Any, run: Run | None) -> tuple[str, str]:
 
 
 def ask_followup(question: Any, run: Run | None) -> tuple:
-    """The follow-up's request in the controls: prompt, earlier turns, no answer start (the earlier
-    answer's start was its own), and the follow-up box emptied. A gr.Error says why not (the chained
-    generation then does not run)."""
+    """"Ask a follow-up": prompt, history, no answer start, the box emptied; gr.Error (no generation) if not."""
     try:
         prompt, history = followup_request(question, run)
     except ValueError as e:
@@ -46,10 +39,8 @@ def followup_box(run: Run | None) -> Any:
 
 
 def conversation_line(history: Any, shown: Run | None = None) -> tuple:
-    """When the request's conversation changes (a follow-up asked, a branch shown, a link, "New
-    conversation"): the row by the prompt (its line, and "New conversation"), shown while the request
-    continues a conversation, and the earlier turns' panel above the answer, with the colours of the
-    runs that wrote them where `shown` (the run on the page) has them."""
+    """On a change of the history field: the row by the prompt (shown while a conversation goes on), its
+    line, and the earlier turns' panel, coloured where `shown` (the run on the page) has their runs."""
     try:
         turns = conversation.parse_history(history)
     except ValueError as e:

@@ -1,7 +1,5 @@
-"""What the page says about itself: the opening lines, and "How to read this page", the one glossary.
-
-docs/page.md holds the same text for readers of the repository; a test keeps the two equal.
-"""
+"""What the page says about itself: the opening lines, and "How to read this page", the one glossary
+(docs/page.md holds the same text; a test keeps the two equal)."""
 
 INTRO = """\
 # A small model writes, a big model steps in

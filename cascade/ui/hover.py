@@ -1,19 +1,8 @@
-"""What each model considered at a token: the hover over the answer, both models' likeliest tokens side
-by side.
+"""The hover over the answer: both models' likeliest tokens at a token, side by side (`HOVER_JS`).
 
-The server sends each token's lists as data (`tokens.alternatives_data`, a `data-alt` attribute); this
-script, run once by the answer's `gr.HTML` (`js_on_load`), draws one floating table for whichever token
-the pointer is on, by event delegation on the component, so the text can be replaced at every update
-without re-binding anything. A token's own hover text (who wrote it, how sure each model was) moves from
-its `title` into the table's head, so the browser's tooltip does not cover it. Model text goes in with
-`textContent`, never as markup.
-
-Clicking a token pins its table; choosing one of its tokens there forks the run: the component's
-`select` event (Gradio's own, `trigger("select", ...)`) carries the position and the chosen text to the
-page (`branches.fork_prefix`), which starts a new branch from there. An earlier answer of a conversation
-shows its lists but forks only once its own branch is shown (the page's run is the latest answer). A
-saved run (`runfile.py`) runs the same script with no `trigger`: its hover shows both lists and offers
-no click, and a click does nothing.
+One floating table per page, by event delegation, from each token's `data-alt` (`tokens.alternatives_data`);
+model text goes in as `textContent`. Clicking pins it; choosing a token there sends the component's `select`
+event, a fork (`branches.fork_start`). A saved run (`runfile`) runs it with no `trigger`: no forks.
 """
 
 from __future__ import annotations

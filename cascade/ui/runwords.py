@@ -1,8 +1,5 @@
-"""A run in words, as its saved file lists it: the settings its policy read, the measured numbers, and
-when, with which models, on which machine it ran.
-
-Each function returns (label, value) rows of plain text; `runfile` escapes them and lays them out.
-"""
+"""A run file's tables as (label, value) rows of plain text: the settings its policy read, the measured
+numbers, and when, with what models, on what machine; `runfile` escapes and lays them out."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A run in sentences a non-programmer can read: the summary (a first line anyone reads, then its time,
-what the big model's scoring found, how it went), a stopped run, and the comparison with the big model
-alone (measured speeds side by side, then where the two texts differ: `diff.py`). Every speed says
-what it counts: generation, reading the prompt included; the big model's scoring after it apart."""
+"""A run in sentences a non-programmer can read: its summary, a stopped run, the comparison with the big
+model alone, the rules' curves. Every speed says what it counts (`COUNTED`)."""
 
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ _STOPS = {"eos": "the answer was complete", "max_tokens": "it reached the most t
           "stop_string": "it wrote a stop string", "context_full": "the context was full",
           "cancelled": "you pressed Stop"}
 
-# What every speed on the page counts (the big model's scoring of a finished answer comes after it).
 COUNTED = "generation, reading the prompt included; the scoring after it apart"
 
 
@@ -34,9 +31,8 @@ def _seconds(x: float) -> str:
 
 def summary_sentence(summary: Summary, alone_s: float | None = None, measured: bool = False,
                      alone_tokens: int | None = None) -> str:
-    """The summary's first line, a sentence anyone reads: how many tokens the big model wrote (red), how
-    long the answer took, and how long the big model alone takes: `alone_s` measured (Compare, for its
-    `alone_tokens`), or estimated from this machine's measured costs; nothing said without either."""
+    """The summary's first line: how many tokens the big model wrote, how long it took, and the big model
+    alone's `alone_s` beside it (`measured` by Compare, for its `alone_tokens`, or estimated), if given."""
     n, t = summary.n_tokens, summary.n_target_tokens
     if n == 0:
         return f"No tokens were written ({_seconds(summary.wall_s)})."
@@ -68,8 +64,7 @@ SCORING_STEP = "Finished. The big model is reading the answer to score it…"
 
 
 def budget_sentence(summary: Summary) -> str | None:
-    """For a run whose share (a budget) set its rule's threshold: which threshold that share meant for
-    this answer, in the rule's units; None for a run the threshold decided, or one with no position judged."""
+    """The threshold a run's share (budget) meant for this answer, in the rule's units; None without one."""
     if summary.budget is None or summary.budget_threshold is None or summary.rule not in RULE_TABLE:
         return None
     return (f"For this answer, {rulewords.share(summary.budget)} meant "
@@ -99,8 +94,7 @@ def speed_sentence(summary: Summary) -> str:
 
 
 def scoring_sentence(summary: Summary) -> str | None:
-    """What the big model's reading of the finished answer found, with its own time; None for a
-    cancelled run or one it did not score."""
+    """What the big model's scoring of the finished answer found, with its time; None if it did not score it."""
     if summary.stop_reason == "cancelled":
         return None
     found = []
@@ -141,8 +135,7 @@ def _how_it_went(summary: Summary) -> str:
 
 
 def summary_lines(summary: Summary) -> list[str]:
-    """Everything under a finished run's first line, a line each: its time and speed, what the big model's
-    scoring found, how it went."""
+    """The lines under a finished run's first line: budget, time and speed, scoring, how it went."""
     timing = timing_sentence(summary)
     return [line for line in (budget_sentence(summary), f"{timing} {speed_sentence(summary)}".strip(),
                               scoring_sentence(summary), _how_it_went(summary)) if line]
@@ -176,8 +169,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 
 
 def compare_html(run: Summary, alone: Summary) -> str:
-    """This run and the target alone, side by side: measured speeds, then where the texts differ. Both
-    runs wrote before the big model scored them, and both speeds leave that scoring out: like with like."""
+    """This run and the target alone side by side (speeds without the scoring, like with like), then the diff."""
     ratio = run.tokens_per_s / alone.tokens_per_s if alone.tokens_per_s > 0 else None
     if ratio is None:
         verdict = "The big model alone wrote nothing, so there is no speed to compare."
@@ -227,8 +219,7 @@ def _pays(break_even: float) -> str:
 
 
 def rules_sentence(curves: dict, break_even: float | None, agreement: float = 0.95) -> str:
-    """One sentence over the rules' curves (`teacher.Curve`): the share of tokens each rule gives the big
-    model to agree with it on `agreement` of them, and below which share sharing pays on this machine."""
+    """One sentence over the rules' curves: each rule's big-model share for `agreement`, and the break-even."""
     goal = _share(agreement)
     if not curves:
         return "There is no curve to draw: the big model wrote no token for this request."
@@ -256,9 +247,8 @@ RULES_HOW = ("Each curve comes from the big model's own text for this prompt (th
 
 
 def break_even_sentence(summary: Summary, break_even: float | None) -> str | None:
-    """Whether this run's big-model share was under the break-even for this machine (the largest share
-    at which cascade beats the big model alone, from measured costs); None when there is nothing to say
-    (no break-even measured, or a run whose big-model share means something else than cascade's)."""
+    """Whether this run's big-model share was under this machine's break-even (the largest share at which
+    sharing beats the big model alone); None without one, or for a policy other than cascade and bild."""
     if break_even is None or summary.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
         return None
     share = summary.target_share

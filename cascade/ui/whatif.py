@@ -1,11 +1,5 @@
-"""What-if: a finished run re-coloured for another share, threshold or rule, without running the models.
-
-Moving the share's slider (the budget), or the threshold's, or choosing another rule in its dropdown,
-redraws the recorded run as if that rule, at that share or threshold, had decided where the big model
-steps in (`run.pictures`): a share by replaying its threshold over the run's positions, as the engine
-would have moved it. Choosing a rule also gives the threshold's slider that rule's range, step and
-default (`rulewords.slider_props`).
-"""
+"""What-if: a finished run re-coloured for another share, threshold or rule, without running the models;
+choosing a rule also gives the threshold's slider that rule's range (`rulewords.slider_props`)."""
 
 from __future__ import annotations
 
@@ -20,9 +14,8 @@ from .run import WHATIF_OUTPUTS, Run, Update, pictures
 
 
 def whatif_update(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> Update:
-    """The recorded run re-coloured for another share (`budget`, 0 to 1), or, with none, another
-    threshold, by another rule (None: the run's); during a run, or for a value no rule reads, the page is
-    left alone."""
+    """The finished run re-coloured at `budget` (0 to 1) or else `threshold`, by `rule` (None: the run's);
+    an empty Update (the page left alone) during a run or for a value it cannot use."""
     if run is None or run.running or not run.events:
         return Update()
     try:
@@ -36,16 +29,13 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None, budget: Any
 
 
 def whatif(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> tuple:
-    """Re-colour the recorded run for another share or threshold (and rule); during a run, leave the page
-    alone."""
+    """`whatif_update` as the outputs WHATIF_OUTPUTS."""
     return whatif_update(threshold, run, rule, budget).values(WHATIF_OUTPUTS)
 
 
 def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None, budget: Any = None) -> tuple:
-    """The visitor chose another rule: the threshold slider takes that rule's range, step, label and
-    default (the run's own threshold when it is the run's own rule, so the page shows the run again),
-    the line under the dropdown says what the rule reads, and a finished run is re-coloured by the rule
-    at the share (`budget`) or, with none, at that threshold (a what-if)."""
+    """Another rule chosen: its help line, the slider in its units (the run's own threshold for the run's
+    rule), and the finished run re-coloured by it (`whatif_update`)."""
     if rule not in RULE_TABLE:
         return (gr.skip(), gr.skip()) + Update().values(WHATIF_OUTPUTS)
     props = rulewords.slider_props(rule)
