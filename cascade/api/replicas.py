@@ -1,28 +1,8 @@
-"""The API past one machine: replicas of the model pair on Ray Serve, behind Ray's HTTP proxy.
+"""The API past one machine: replicas of the model pair on Ray Serve (`build`, `app_builder`, `deploy`).
 
-Two Ray Serve deployments make one application (`build`, or `app_builder` for a Serve config file):
-
-- `Models`: each replica holds one pair of models, its own `EngineService` built from the model settings
-  (flags given to `build`, else the replica's CASCADE_* environment), loaded in its constructor, so Ray
-  routes to a replica only once its models are in memory. It serves the routes of `create_api` unchanged:
-  `asgi` runs one HTTP request through that app and streams the app's ASGI messages back. Every answer
-  names its replica in an `X-Cascade-Replica` header. `max_ongoing_requests` is twice its slots
-  (CASCADE_PARALLEL): as many requests wait in the replica, ready for a slot that frees, as run in it.
-  `check_health` (Ray calls it every 10 s) fails while the service has no loaded models, with the reason.
-- `Gateway`, the ingress: Ray's proxy hands it every HTTP request; it reads the body and sends the request
-  to a `Models` replica through a deployment handle, whose router picks the replica with the fewest
-  ongoing requests of two (Ray's "power of two choices") and keeps the rest in line. It holds no model.
-
-What Ray does itself: it replaces a replica that dies or fails its health check; it autoscales `Models`
-on ongoing requests (`autoscaling_config`); and a request its router had not yet handed to a replica
-simply goes to a live one. What it does not: a request a replica had accepted fails with that replica
-(the proxy answers a bare 500, or cuts a stream off). The gateway adds that: a request whose replica died
-before the first byte of its answer is sent again, once, to another replica (`X-Cascade-Attempts: 2`);
-a stream cut off mid-way ends with an error chunk in OpenAI's shape (code `replica_lost`), not a hang
-or a broken connection. It also answers 429 past CASCADE_API_QUEUE requests at once, as one server does.
-
-Ray is an optional install (`pip install 'cascade-decoding[ray]'`): this module imports it only inside the
-functions that need it, and nothing else in the package imports this module but `serve --ray`.
+`Models` replicas each hold one pair and serve `create_api`'s routes; the `Gateway` ingress sends each
+request to one, again to another once if its replica died before answering, and answers 429 past the
+queue. docs/hosting.md tells the whole design. Ray is optional and imported only where it is used.
 """
 
 from __future__ import annotations
@@ -49,13 +29,11 @@ ATTEMPTS_HEADER = b"x-cascade-attempts"
 INSTALL = ("Ray Serve is not installed; install it with: pip install 'cascade-decoding[ray]' "
            "(from a checkout: pip install '.[ray]'), or pip install 'ray[serve]'")
 
-# One retry: a replica that died is usually one node's trouble (memory, a machine taken away), but a
-# request that crashes llama.cpp would crash every replica it is sent to; two is where that stops.
+# one retry: a request that crashes llama.cpp would crash every replica it is sent to
 ATTEMPTS = 2
-# A replica that scales down, or is redeployed, finishes the answers it is writing first: a CPU answer of
-# 1024 tokens at 5 tokens/s takes 200 s (Ray's own default, 20 s, would cut most of them off).
+# a replica going away finishes its answers first (Ray's default, 20 s, would cut a long CPU answer off)
 GRACEFUL_SHUTDOWN_S = 300.0
-# What a request's scope carries to the replica: the parts an HTTP app reads (no server objects).
+# the parts of a request's scope an HTTP app reads (no server objects), sent to the replica
 SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "root_path",
               "query_string", "headers", "client", "server")
 
@@ -74,8 +52,8 @@ def require_ray() -> None:
 
 @dataclass(frozen=True)
 class Scaling:
-    """How many `Models` replicas, and what each asks of a node. Unset (None), the target of ongoing
-    requests is the replica's slots (scale up once requests wait), and its CPUs its models' threads."""
+    """How many `Models` replicas, and what each asks of a node (None: its slots as the target of ongoing
+    requests, its models' threads as its CPUs)."""
 
     min_replicas: int = 1
     max_replicas: int = 1
@@ -99,7 +77,7 @@ class Scaling:
         return cls(low_n, high_n, target_ongoing, replica_cpus)
 
     def options(self, config: ModelConfig) -> dict[str, Any]:
-        """`Models`' deployment options for a replica of `config` (its slots and threads)."""
+        """`Models`' deployment options for a replica of `config` (twice its slots may be ongoing at once)."""
         slots = config.parallel
         cpus = config.n_threads if self.replica_cpus is None else self.replica_cpus
         options: dict[str, Any] = {"max_ongoing_requests": 2 * slots, "ray_actor_options": {"num_cpus": cpus},
@@ -118,8 +96,8 @@ def error_json(message: str, code: str, kind: str = "server_error") -> bytes:
 
 
 class Models:
-    """One replica: a pair of models behind `create_api`'s routes. `service` builds its EngineService
-    (tests give one that writes slowly)."""
+    """One replica: a pair of models, loaded before Ray routes to it, behind `create_api`'s routes; its
+    answers name it in `X-Cascade-Replica`. `service` builds its EngineService."""
 
     def __init__(self, flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None,
                  service: Callable[[ModelConfig], EngineService] = EngineService) -> None:
@@ -183,7 +161,7 @@ class Models:
 
 class Gateway:
     """The ingress: every HTTP request, sent on to a `Models` replica (again to another, once, if its
-    replica died before answering)."""
+    replica died before answering; a stream cut mid-way ends with a `replica_lost` error chunk)."""
 
     def __init__(self, models: Any, api: ApiSettings | None = None) -> None:
         self.models = models  # a DeploymentHandle to `Models`
@@ -282,10 +260,8 @@ def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None
 
 
 def app_builder(args: Mapping[str, str] | None = None) -> Any:
-    """For a Serve config file (`import_path: cascade.api.replicas:app_builder`): its `args` may give
-    `replicas` ("N" or "MIN:MAX"), `target_ongoing` and `replica_cpus`; the models come from the
-    application's runtime_env env_vars (CASCADE_DRAFT, CASCADE_TARGET, ...), and its `deployments:`
-    section may still override any option of `Models` or `Gateway`."""
+    """`build` for a Serve config file: `args` may give `replicas` ("N" or "MIN:MAX"), `target_ongoing` and
+    `replica_cpus`; the models come from the application's CASCADE_* env_vars."""
     args = dict(args or {})
     unknown = set(args) - {"replicas", "target_ongoing", "replica_cpus"}
     if unknown:
@@ -298,8 +274,7 @@ def app_builder(args: Mapping[str, str] | None = None) -> Any:
 
 
 def local_paths(flags: Mapping[str, Any]) -> dict[str, Any]:
-    """Model and router files given as paths of this machine, made absolute: a replica's working folder
-    is Ray's, not this one (a Hub name, or a path to a file that is not here, is left as it is)."""
+    """Model and router paths of existing files made absolute (a replica's working folder is Ray's)."""
     out = dict(flags)
     for name in ("draft", "target", "router"):
         value = out.get(name)
@@ -310,10 +285,9 @@ def local_paths(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 def deploy(flags: Mapping[str, Any], scaling: Scaling, host: str = "127.0.0.1", port: int = 8000,
            address: str | None = None) -> str:
-    """Starts Ray (`address`: join that cluster; None: a local instance), serves the application on its
-    proxy at host:port and returns the API's base URL once every replica's models are loaded. This
-    checkout's `cascade` package travels to the replicas (runtime_env py_modules); the nodes need its
-    dependencies (llama-cpp-python, fastapi, huggingface-hub) installed."""
+    """Starts Ray (`address`: join that cluster; None: a local one), serves the application at host:port
+    and returns the API's base URL once every replica is loaded. This `cascade` package travels to the
+    replicas; the nodes need its dependencies installed."""
     require_ray()
     import ray
     from ray import serve
@@ -330,8 +304,7 @@ def deploy(flags: Mapping[str, Any], scaling: Scaling, host: str = "127.0.0.1", 
 
 
 def failure(app: str) -> str:
-    """Why an application's deployments failed, in the last line of each one's error (a replica's
-    constructor's exception: a model file not found, a download that failed, ...)."""
+    """Why an application's deployments failed: the last line of each one's error."""
     from ray import serve
 
     status = serve.status().applications.get(app)
