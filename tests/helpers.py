@@ -58,11 +58,17 @@ def accepted_ids(events: list[TokenEvent]) -> list[int]:
 
 # ---- the command line ------------------------------------------------------------------------------
 
-def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m cascade ARGS` in a new process, from the repository root."""
+def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+            module: str = "cascade") -> subprocess.CompletedProcess:
+    """`python -m cascade ARGS` (or another `module`: `lab`) in a new process, from the repository root."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cascade", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def lab(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m lab ARGS` in a new process, from the repository root."""
+    return cascade(*args, env=env, timeout=timeout, module="lab")
 
 
 def json_lines(stdout: str) -> tuple[list[dict], dict]:
