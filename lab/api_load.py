@@ -2,7 +2,7 @@
 front of replicas): how many answers were lost, how soon each first token came, the tokens per second of
 all answers together, and which replica answered each (its `X-Cascade-Replica` header) from when on.
 
-`python -m cascade api-load --url URL --concurrency 20` sends 20 streaming requests at once, each client
+`python -m lab api-load --url URL --concurrency 20` sends 20 streaming requests at once, each client
 one; `--duration S` keeps the 20 clients asking, one request after another, for S seconds, to watch
 replicas added under load (the first token of each replica's first answer is timed from the start).
 An answer is lost unless its stream ends with `data: [DONE]`: an error status, an error chunk, a

@@ -1,6 +1,6 @@
 """What the OpenAI-compatible API costs a client: the same request through the engine and through the API.
 
-`python -m cascade api-bench` serves the API in this process (uvicorn, a local port), then for each round
+`python -m lab api-bench` serves the API in this process (uvicorn, a local port), then for each round
 runs one request through the engine directly and the same request streamed through the official `openai`
 client, one after the other. For both it measures when the first token arrived and the tokens per second
 up to the last token. Neither runs the big model's scoring of the finished text (the API never does: no
@@ -14,9 +14,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.events import TokenEvent
-from .local import serve_in_thread
+from cascade.engine.config import GenerationConfig, ModelConfig
+from cascade.engine.events import TokenEvent
+from cascade.bench.local import serve_in_thread
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,10 @@ def measure_api(models: ModelConfig, prompt: str, policy: str = "cascade", max_t
                 log: Callable[[str], None] = lambda _m: None) -> ApiSpeed:
     import openai
 
-    from ..api import protocol
-    from ..api.server import ApiSettings, create_api
-    from ..serving.pump import tune_interpreter
-    from ..serving.service import EngineService
+    from cascade.api import protocol
+    from cascade.api.server import ApiSettings, create_api
+    from cascade.serving.pump import tune_interpreter
+    from cascade.serving.service import EngineService
 
     tune_interpreter()  # as `serve` and the page do
     service = EngineService(models)

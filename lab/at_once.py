@@ -1,6 +1,6 @@
 """How many at once: the same N requests through N slots of one pair of models (CASCADE_PARALLEL), through N
 engines that each load the pair (how the project served several visitors before slots), and one at a time,
-measured in one process, in alternating rounds (`python -m cascade at-once`).
+measured in one process, in alternating rounds (`python -m lab at-once`).
 
 Throughput is all tokens over the wall time from the first request sent to the last answer; per request,
 the mean of each request's own tokens/s; the first token, the mean time from sending a request to its
@@ -18,12 +18,12 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
-from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.engine import Engine
-from ..engine.events import Summary, TokenEvent
-from ..engine.models import load_pair
-from ..serving.examples import Example
-from ..serving.machine import rss_mb
+from cascade.engine.config import GenerationConfig, ModelConfig
+from cascade.engine.engine import Engine
+from cascade.engine.events import Summary, TokenEvent
+from cascade.engine.models import load_pair
+from cascade.serving.examples import Example
+from cascade.serving.machine import rss_mb
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.analysis import slots
-from ..engine.config import GenerationConfig
-from ..engine.events import Summary, TokenEvent
-from ..routing.budget import Calibration
-from ..routing.identity import fingerprint
-from ..routing.budget import calibrate as quantiles_of
-from ..routing.rules import RULES
-from ..serving.examples import PromptItem
+from cascade.engine.analysis import slots
+from cascade.engine.config import GenerationConfig
+from cascade.engine.events import Summary, TokenEvent
+from cascade.routing.budget import Calibration
+from cascade.routing.identity import fingerprint
+from cascade.routing.budget import calibrate as quantiles_of
+from cascade.routing.rules import RULES
+from cascade.serving.examples import PromptItem
 
 Log = Callable[[str], None]
 

@@ -1,6 +1,6 @@
 """What the page costs the models: the same request through the engine and through the page.
 
-`python -m cascade page-bench` serves the page in this process (a local port) and drives it with a
+`python -m lab page-bench` serves the page in this process (a local port) and drives it with a
 client in a process of its own, as a visitor's browser would be; each round runs one request through the
 engine (to its Summary, the big model's reading of the text included, as the page waits for it) and the
 same request through the page (from submit to the last update), in alternating order. It reports the
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .local import free_local_port
+from cascade.bench.local import free_local_port
 
 # A visitor's browser, in a process of its own (a client in the page's process would share its
 # interpreter, and its work would be weighed as the page's): for each line read, one request to
@@ -112,9 +112,9 @@ def measure_page(engine: Any, prompt: str, *, mode: str = "chat", policy: str = 
                  rounds: int = 4, log: Callable[[str], None] = lambda msg: None) -> PageSpeed:
     """Page against engine for one request, `rounds` times in alternating order, after a warm-up of each.
     (The page records both models' alternatives, `GenerationConfig.alternatives` at its default.)"""
-    from ..ui.generate import GENERATE_INPUTS, SETTINGS, request_config
-    from ..ui.layout import build_demo, queued
-    from ..ui.link import page_defaults
+    from cascade.ui.generate import GENERATE_INPUTS, SETTINGS, request_config
+    from cascade.ui.layout import build_demo, queued
+    from cascade.ui.link import page_defaults
 
     values = {**page_defaults(), "prompt": prompt, "mode": mode, "policy": policy, "max_tokens": max_tokens}
     config = request_config(mode, {name: values[name] for name in SETTINGS})
@@ -165,7 +165,7 @@ def alternatives_cost(engine: Any, prompt: str, *, policy: str = "cascade", max_
                       threshold: float | None = None, rounds: int = 3, asked: int = 5) -> list[AlternativesCost]:
     """What recording each model's `asked` likeliest tokens costs: the same request with none and with
     them, alternating, `rounds` times each (medians); the draft's share shows in `routing_s`."""
-    from ..engine.config import GenerationConfig
+    from cascade.engine.config import GenerationConfig
 
     settings = {"policy": policy, "max_tokens": max_tokens, **({"threshold": threshold} if threshold else {})}
     runs: dict[int, list[tuple[float, float, int]]] = {0: [], asked: []}

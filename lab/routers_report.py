@@ -1,4 +1,4 @@
-"""The rules' picture in words, as a table and as a chart (`python -m cascade routers`)."""
+"""The rules' picture in words, as a table and as a chart (`python -m lab routers`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from ..ui.style import RULE_COLOURS
-from .routers import AGREEMENTS, RoutersResult
+from cascade.ui.style import RULE_COLOURS
+from lab.routers import AGREEMENTS, RoutersResult
 
 
 def _pct(x: float | None) -> str:

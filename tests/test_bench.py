@@ -11,7 +11,7 @@ from cascade.bench.run import Case, with_draft_variants
 from cascade.engine.config import GenerationConfig
 from cascade.routing.rules import RULE_TABLE
 
-from .helpers import cascade
+from .helpers import cascade, lab
 
 
 ENTROPY, MARGIN = RULE_TABLE["entropy"].default, RULE_TABLE["margin"].default
@@ -57,8 +57,8 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
 
 def test_the_at_once_bench_compares_slots_and_engines_with_one_at_a_time(toy, tmp_path):
     out = tmp_path / "at-once.json"
-    r = cascade("at-once", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8", "-n", "2",
-                "--rounds", "1", "--n-ctx", "512", "--threads", "1", "--json", str(out), timeout=300)
+    r = lab("at-once", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8", "-n", "2",
+            "--rounds", "1", "--n-ctx", "512", "--threads", "1", "--json", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
     rows = {row["arrangement"]: row for row in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"one at a time", "2 slots", "2 engines"}
@@ -111,7 +111,7 @@ def test_a_draft_variant_runs_beside_the_main_draft_in_one_bench(toy, tmp_path):
 
 
 def test_the_at_once_bench_names_a_bad_number_of_requests():
-    r = cascade("at-once", "--draft", "d.gguf", "--target", "t.gguf", "-n", "0")
+    r = lab("at-once", "--draft", "d.gguf", "--target", "t.gguf", "-n", "0")
     assert r.returncode == 2 and "--requests must be between 1 and" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -151,20 +151,20 @@ def test_the_shipped_calibration_covers_every_rule_in_both_modes():
 
 
 def test_calibrate_writes_a_calibration_a_budget_then_starts_from_and_budget_check_measures_it(toy, tmp_path):
-    from .helpers import cascade
+    from .helpers import lab
 
     out = tmp_path / "toy.json"
-    done = cascade("calibrate", "--draft", str(toy.small), "--target", str(toy.related), "--split", "train",
-                   "--every", "40", "--max-tokens", "12", "--router", "none", "--name", "toy pair", "--out", str(out))
+    done = lab("calibrate", "--draft", str(toy.small), "--target", str(toy.related), "--split", "train",
+               "--every", "40", "--max-tokens", "12", "--router", "none", "--name", "toy pair", "--out", str(out))
     assert done.returncode == 0, done.stderr
     calibration = Calibration.load(out)
     assert calibration.fingerprint == fingerprint(toy.small) and calibration.name == "toy pair"
     assert "every 40th of the prompts of examples/router/train.jsonl" in calibration.text
     assert set(calibration.quantiles["chat"]) == {"perplexity", "entropy", "margin"}  # no router: no learned rule
-    check = cascade("budget-check", "--draft", str(toy.small), "--target", str(toy.related), "--split", "test",
-                    "--every", "25", "--max-tokens", "12", "--budgets", "0.2,0.5", "--router", "none",
-                    "--json", str(tmp_path / "runs.json"))
+    check = lab("budget-check", "--draft", str(toy.small), "--target", str(toy.related), "--split", "test",
+                "--every", "25", "--max-tokens", "12", "--budgets", "0.2,0.5", "--router", "none",
+                "--json", str(tmp_path / "runs.json"))
     assert check.returncode == 0, check.stderr
     assert "| 20% |" in check.stdout and "| 50% |" in check.stdout
-    bad = cascade("budget-check", "--draft", str(toy.small), "--target", str(toy.related), "--budgets", "a tenth")
+    bad = lab("budget-check", "--draft", str(toy.small), "--target", str(toy.related), "--budgets", "a tenth")
     assert bad.returncode == 2 and "--budgets takes shares" in bad.stderr

@@ -1,5 +1,5 @@
-"""The router's training corpus (`bench/corpus.py`, `bench/corpus_data.py`), both models reading a text
-neither wrote (`engine/forcing.forced_pair_positions`), and the router's recognition of its draft file."""
+"""The router's training corpus (`lab/corpus.py`), its data (`lab/router_data.py`, `lab/study.py`), both
+models reading a text neither wrote (`router_data.read_along`), and the router's recognition of its draft file."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import shutil
 import numpy as np
 import pytest
 
-from cascade.bench import corpus_data
-from cascade.bench.corpus import (
+from lab import router_data, study
+from lab.corpus import (
     CODE,
     COMMENT,
     PROSE,
@@ -23,16 +23,9 @@ from cascade.bench.corpus import (
     token_classes,
 )
 from cascade.routing import router as router_module
-from cascade.routing.curves import share_for
 from cascade.routing.identity import fingerprint
-from cascade.routing.router import (
-    FEATURES,
-    fit,
-    fit_out_of_fold,
-    load_router,
-    router_words,
-    shipped_router_for,
-)
+from cascade.routing.router import FEATURES, load_router, router_words, shipped_router_for
+from lab.fitting import fit, fit_out_of_fold, share_for
 
 from .helpers import engine_for
 
@@ -111,7 +104,7 @@ def _synthetic(logp, margin, entropy, differs, module):
     x = np.zeros((n, len(FEATURES)), dtype=np.float32)
     for name, values in (("logp_token", logp), ("margin", margin), ("entropy", entropy)):
         x[:, FEATURES.index(name)] = values
-    return corpus_data.CorpusData(x, np.asarray(differs, bool), np.zeros(n, np.uint8), np.arange(n, dtype=np.int32),
+    return router_data.CorpusData(x, np.asarray(differs, bool), np.zeros(n, np.uint8), np.arange(n, dtype=np.int32),
                                   np.asarray(module, np.int32), np.zeros(n, bool), np.zeros(n, np.uint8), {})
 
 
@@ -120,15 +113,15 @@ def test_the_study_reports_what_each_rule_sends_at_its_default_threshold():
     # the first and last); entropies 4, 0.1, 1, 0.5 (default 3.8: the first). The models differ at 0 and 2.
     data = _synthetic(-np.log([10.0, 1.1, 2.0, 8.0]), [0.01, 0.9, 0.5, 0.03], [4.0, 0.1, 1.0, 0.5],
                       [True, False, True, False], [0, 1, 2, 3])
-    shares = corpus_data.default_shares(data, {})
+    shares = study.default_shares(data, {})
     assert shares["perplexity"] == {"threshold": 5.0, "share": 0.5, "agreement": 0.75}
     assert shares["margin"]["share"] == 0.5 and shares["entropy"]["share"] == 0.25
     assert shares["entropy"]["agreement"] == 0.75
     router = _router_for("x")
-    learned = corpus_data.default_shares(data, {"toy": router})["learned (toy)"]
+    learned = study.default_shares(data, {"toy": router})["learned (toy)"]
     expected = np.asarray(router.probability(data.x.astype(np.float64))) > 0.7
     assert learned["share"] == pytest.approx(expected.mean()) and learned["threshold"] == 0.7
-    table = corpus_data.markdown({"positions": 4, "texts": 4, "train_positions": 4, "train_modules": 4,
+    table = study.markdown({"positions": 4, "texts": 4, "train_positions": 4, "train_modules": 4,
                                   "test_positions": 0, "test_modules": 0, "differs_share": 0.5, "held_out": {},
                                   "out_of_fold": {}, "at_default_held_out": shares})
     assert "perplexity 5 sends 50.0% (agreement 75.0%)" in table
@@ -150,7 +143,7 @@ def test_both_models_read_a_text_neither_wrote(toy):
     engine = engine_for(toy.small, toy.related)
     prompt = engine.encode("Once upon a time", chat=False)
     text = engine.pair.target.llm.tokenize(b" the cat sat on the mat and looked at the dog", add_bos=False)
-    positions = engine.read_along("Once upon a time", False, text)
+    positions = router_data.read_along(engine, CorpusItem("Once upon a time", "", "", "m", "prose", chat=False), text)
     assert len(positions) == len(text)
     for i in (0, 3, len(text) - 1):  # the target's own choice after the same prefix, one position at a time
         row = engine.pair.target.advance(prompt + text[:i], 1)[-1]
@@ -164,20 +157,20 @@ def test_corpus_data_is_collected_in_shards_and_goes_on_where_it_stopped(toy, tm
     engine = engine_for(toy.small, toy.related)
     items = [CorpusItem(f"Tell me about {w}.", f"The {w} is a thing that people like to see.", PROSE * (36 + len(w)),
                         f"mod{i}", "prose", chat=True) for i, w in enumerate(["cat", "dog", "sun", "sea", "hill"])]
-    corpus_data.SHARD, old = 2, corpus_data.SHARD
+    router_data.SHARD, old = 2, router_data.SHARD
     try:
-        corpus_data.collect(engine, items, tmp_path, positions=20, max_tokens=12, hidden=True)
-        first = len(corpus_data.load(tmp_path))
-        corpus_data.collect(engine, items, tmp_path, positions=10**6, max_tokens=12, hidden=True)
+        router_data.collect(engine, items, tmp_path, positions=20, max_tokens=12, hidden=True)
+        first = len(router_data.load(tmp_path))
+        router_data.collect(engine, items, tmp_path, positions=10**6, max_tokens=12, hidden=True)
     finally:
-        corpus_data.SHARD = old
-    data = corpus_data.load(tmp_path)
+        router_data.SHARD = old
+    data = router_data.load(tmp_path)
     assert 20 <= first < len(data) and len(np.unique(data.item)) == 5
     assert data.x.shape[1] == len(FEATURES) + engine.pair.draft.n_embd and data.n_hidden == engine.pair.draft.n_embd
-    assert set(np.unique(data.cls)) == {corpus_data.CLASS_CODES[PROSE]}
+    assert set(np.unique(data.cls)) == {router_data.CLASS_CODES[PROSE]}
     assert data.info["draft_fingerprint"] == fingerprint(toy.small)
     with pytest.raises(ValueError, match="another pair"):
-        corpus_data.collect(engine_for(toy.small, toy.large), items, tmp_path, positions=1, max_tokens=12)
+        router_data.collect(engine_for(toy.small, toy.large), items, tmp_path, positions=1, max_tokens=12)
 
 
 def _router_for(draft_fingerprint: str):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from gguf import GGUFReader
 
-from cascade.routing.router import FEATURES, Router, fit, hidden_names
+from cascade.routing.router import FEATURES, Router, hidden_names
+from lab.fitting import fit
 
 from .helpers import accepted_ids, engine_for, run
 

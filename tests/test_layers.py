@@ -4,8 +4,9 @@ From the bottom: `routing` (when the big model steps in: pure functions on the d
 (the loop, its policies, the models' KV cursors), `serving` (engines shared by the page and the API, the
 one event pump), then `ui` and `api` side by side (neither imports the other), `bench`, the command line,
 and the entry points (`python -m cascade`, `app.py`). A module may import its own layer and the layers
-below it, never one above. docs/architecture.md draws the same picture; `test_the_architecture_doc_*`
-keeps it true.
+below it, never one above. Above them all, outside the package, the lab (`lab/`, not installed): it may
+import any of the package, and nothing of the package (nor `app.py`) imports it. docs/architecture.md
+draws the same picture; `test_the_architecture_doc_*` keeps it true.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("measurement", ("cascade.bench",)),
     ("command line", ("cascade.cli", "cascade.__main__")),
     ("launcher", ("app",)),
+    ("lab", ("lab",)),  # outside the package: it imports cascade, never the other way
 ]
 SIDE_BY_SIDE = {"cascade.ui", "cascade.api"}
 
@@ -36,8 +38,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def lab_files() -> list[Path]:
+    """The lab's modules (its scripts, run by path, are not modules)."""
+    return [p for p in (ROOT / "lab").rglob("*.py") if "scripts" not in p.relative_to(ROOT / "lab").parts]
+
+
 def modules() -> dict[str, Path]:
-    found = {module_name(p): p for p in (ROOT / "cascade").rglob("*.py")}
+    found = {module_name(p): p for p in [*(ROOT / "cascade").rglob("*.py"), *lab_files()]}
     found["app"] = ROOT / "app.py"
     return found
 
@@ -122,9 +129,17 @@ def test_the_page_and_the_api_do_not_import_each_other():
     assert not crossing, "\n".join(crossing)
 
 
-def test_no_two_modules_import_each_other_at_run_time():
-    """No cycle among the imports that run (type-only imports under TYPE_CHECKING are annotations)."""
-    edges = graph(with_type_checking=False)
+def test_nothing_in_the_package_imports_the_lab():
+    """The lab is not installed: a module of `cascade/` (or `app.py`) that imported it would fail for every user."""
+    into_lab = [f"{m} imports {t}" for m, targets in graph().items() for t in targets
+                if group_of(m) != "lab" and group_of(t) == "lab"]
+    assert not into_lab, "\n".join(into_lab)
+    assert modules().keys() >= {"lab", "lab.router_data", "lab.__main__"}, "the guard does not see the lab"
+
+
+def test_no_import_cycle():
+    """No cycle among the imports, type-only ones (under TYPE_CHECKING) included."""
+    edges = graph()
     # The package faces (`__init__`) hand names on; a module importing its own package's face is no cycle.
     edges = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in edges.items()}
     state: dict[str, int] = {}
@@ -172,8 +187,8 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def named_modules(text: str) -> set[str]:
-    """The files a document names in backticks: `cascade/engine/loop.py`, `app.py`."""
-    return set(re.findall(r"`((?:cascade/[\w/]+|app)\.py)`", text))
+    """The files a document names in backticks: `cascade/engine/loop.py`, `lab/study.py`, `app.py`."""
+    return set(re.findall(r"`((?:cascade/[\w/]+|lab/[\w/]+|app)\.py)`", text))
 
 
 def test_the_architecture_doc_names_only_modules_that_exist():
@@ -185,7 +200,8 @@ def test_the_architecture_doc_names_only_modules_that_exist():
 
 def test_the_architecture_doc_names_every_module():
     named = named_modules(ARCHITECTURE.read_text(encoding="utf-8"))
-    every = {str(p.relative_to(ROOT)) for p in (ROOT / "cascade").rglob("*.py") if p.name != "__init__.py"}
+    every = {str(p.relative_to(ROOT)) for p in [*(ROOT / "cascade").rglob("*.py"), *lab_files()]
+             if p.name != "__init__.py"}
     unnamed = sorted(every - named)
     assert not unnamed, f"docs/architecture.md does not say where these live: {unnamed}"
 
@@ -194,5 +210,5 @@ def test_the_architecture_docs_layers_are_the_tests():
     text = ARCHITECTURE.read_text(encoding="utf-8")
     for name, groups in LAYERS:
         for group in groups:
-            if group.startswith("cascade.") and (ROOT / group.replace(".", "/")).is_dir():
+            if (group.startswith("cascade.") or group == "lab") and (ROOT / group.replace(".", "/")).is_dir():
                 assert f"`{group.replace('.', '/')}/`" in text, f"docs/architecture.md does not place {group}"

@@ -1,4 +1,4 @@
-"""scripts/near-tie.py: the two rows of logits behind a divergence of speculative decoding from the target
+"""lab/scripts/near-tie.py: the two rows of logits behind a divergence of speculative decoding from the target
 alone. The comparison on known rows; the recording on the toy pair (each recorded row is the one that
 picked its position's token, so the positions line up)."""
 
@@ -14,7 +14,7 @@ from cascade import GenerationConfig
 
 from .helpers import ROOT, engine_for
 
-_spec = importlib.util.spec_from_file_location("near_tie", ROOT / "scripts" / "near-tie.py")
+_spec = importlib.util.spec_from_file_location("near_tie", ROOT / "lab" / "scripts" / "near-tie.py")
 near_tie = importlib.util.module_from_spec(_spec)
 sys.modules["near_tie"] = near_tie  # (dataclasses look their module up by name)
 _spec.loader.exec_module(near_tie)

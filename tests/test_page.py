@@ -29,7 +29,7 @@ from cascade.routing.budget import replay  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.serving.settings import model_config  # noqa: E402
 from cascade.engine.analysis import Routing  # noqa: E402
-from cascade.bench.page_speed import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
+from lab.page_speed import PAGE_CLIENT, page_threads_cpu_s  # noqa: E402
 from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
@@ -635,7 +635,7 @@ def test_the_page_streams_at_the_engines_own_speed(real_pair):
     drifts with the machine less than wall times do, but it does: 2.9-3.3% on 2026-12-01, 5.0-5.1% in two CI
     runs and 4.7-6.3% in replays on 2026-12-03, a slower day. About 2 points of it are Gradio's own loops
     with no picture drawn, and each picture costs about 6-7 ms more (our drawing 2.7 of them) at 64 tokens,
-    four a second (`scripts/page-cpu.py`; BENCHMARKS.md, "The page against the engine"): pictures that cost
+    four a second (`lab/scripts/page-cpu.py`; BENCHMARKS.md, "The page against the engine"): pictures that cost
     twice as much would go over it on a day like 2026-12-03. Run with -s to see the numbers."""
     if not Path("/proc/self/task").exists():
         pytest.skip("reads the page threads' CPU time from /proc")

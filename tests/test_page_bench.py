@@ -1,9 +1,9 @@
-"""`python -m cascade page-bench` on the toy pair: the page and the engine side by side, and what the
+"""`python -m lab page-bench` on the toy pair: the page and the engine side by side, and what the
 alternatives cost (the numbers themselves are the real pair's, in the README)."""
 
 from __future__ import annotations
 
-from cascade.bench.page_speed import alternatives_cost, measure_page
+from lab.page_speed import alternatives_cost, measure_page
 
 from .helpers import engine_for
 

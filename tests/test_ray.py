@@ -98,7 +98,7 @@ def test_the_config_file_example_is_one_ray_serve_takes():
 
 
 def test_the_load_bench_counts_an_answer_no_server_gave_as_lost_with_its_reason():
-    from cascade.bench.api_load import run_load
+    from lab.api_load import run_load
 
     load = run_load(f"http://127.0.0.1:{free_port()}", concurrency=2, requests=3)
     assert len(load.streams) == 3 and len(load.lost) == 3 and "ConnectError" in load.lost[0].lost
@@ -261,7 +261,7 @@ def test_a_client_that_leaves_frees_its_replicas_slot_at_once(cluster):
 
 @pytest.mark.ray
 def test_the_load_bench_sees_every_answer_and_both_replicas(cluster):
-    from cascade.bench.api_load import run_load
+    from lab.api_load import run_load
 
     load = run_load(cluster, concurrency=6, requests=12, max_tokens=8)
     assert len(load.streams) == 12 and not load.lost and load.tokens_per_s > 0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .helpers import cascade
+from .helpers import lab
 
 pytestmark = pytest.mark.real
 
@@ -17,12 +17,12 @@ def test_a_router_trained_on_ten_prompts_ranks_the_test_positions(real_pair, tmp
     env = {"CASCADE_CACHE": str(tmp_path / "cache")}
     models = ("--draft", draft, "--target", target, "--threads", "2", "--max-tokens", "24")
     router = tmp_path / "router.json"
-    r = cascade("router", "train", *models, "--split", "train", "--limit", "10", "--out", str(router), env=env,
-                timeout=600)
+    r = lab("router", "train", *models, "--split", "train", "--limit", "10", "--out", str(router), env=env,
+            timeout=600)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "routers.json"
-    r = cascade("routers", *models, "--split", "test", "--limit", "5", "--router", str(router), "--no-real",
-                "--json", str(out), env=env, timeout=600)
+    r = lab("routers", *models, "--split", "test", "--limit", "5", "--router", str(router), "--no-real",
+            "--json", str(out), env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     rules = json.loads(out.read_text())["rules"]
     report = ", ".join(f"{name}: AUC {rule['auc']:.3f}, ROC AUC {rule['roc_auc']:.3f}" for name, rule in rules.items())

@@ -1,4 +1,4 @@
-"""`python -m cascade router train` and `python -m cascade routers`, end to end on toy models."""
+"""`python -m lab router train` and `python -m lab routers`, end to end on toy models."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from cascade.routing.identity import fingerprint
 from cascade.routing.router import Router
 from cascade.routing.rules import RULE_TABLE
 
-from .helpers import cascade
+from .helpers import lab
 
 PROMPTS = [{"prompt": "The cat sat on the mat.", "chat": True}, {"prompt": "My name is A", "chat": False},
            {"prompt": "Once upon a time", "chat": False}, {"prompt": "Count to ten.", "chat": True}]
@@ -24,8 +24,8 @@ def trained(toy, tmp_path_factory):
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
     out = folder / "router.json"
     env = {"CASCADE_CACHE": str(folder / "cache")}
-    r = cascade("router", "train", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
-                "--max-tokens", "12", "--out", str(out), env=env, timeout=300)
+    r = lab("router", "train", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+            "--max-tokens", "12", "--out", str(out), env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     return out, prompts, env, r
 
@@ -43,8 +43,8 @@ def test_training_writes_a_router_naming_its_pair_and_data(trained, toy):
 
 def test_training_again_reuses_the_targets_texts(trained, toy, tmp_path):
     out, prompts, env, _ = trained
-    r = cascade("router", "train", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
-                "--max-tokens", "12", "--out", str(tmp_path / "again.json"), env=env, timeout=300)
+    r = lab("router", "train", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+            "--max-tokens", "12", "--out", str(tmp_path / "again.json"), env=env, timeout=300)
     assert r.returncode == 0 and "4 of 4 of the target's texts came from the cache" in r.stdout
     assert Router.load(tmp_path / "again.json").to_dict()["coef"] == Router.load(out).to_dict()["coef"]
 
@@ -52,9 +52,9 @@ def test_training_again_reuses_the_targets_texts(trained, toy, tmp_path):
 def test_routers_reports_every_rule_measured(trained, toy, tmp_path):
     router, prompts, env, _ = trained
     out, html = tmp_path / "routers.json", tmp_path / "routers.html"
-    r = cascade("routers", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
-                "--router", str(router), "--max-tokens", "12", "--json", str(out), "--html", str(html),
-                env=env, timeout=400)
+    r = lab("routers", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+            "--router", str(router), "--max-tokens", "12", "--json", str(out), "--html", str(html),
+            env=env, timeout=400)
     assert r.returncode == 0, r.stderr
     result = json.loads(out.read_text())
     assert set(result["rules"]) == set(RULE_TABLE)
@@ -79,6 +79,6 @@ def test_routers_reports_every_rule_measured(trained, toy, tmp_path):
 def test_a_bad_prompt_file_is_named(toy, tmp_path, content, message):
     prompts = tmp_path / "bad.jsonl"
     prompts.write_text(content)
-    r = cascade("routers", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
-                "--no-real", timeout=120)
+    r = lab("routers", "--draft", str(toy.small), "--target", str(toy.related), "--prompts", str(prompts),
+            "--no-real", timeout=120)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr

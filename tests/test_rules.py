@@ -11,11 +11,12 @@ import pytest
 from cascade.engine.analysis import Routing
 from cascade.engine.costmodel import break_even_share, cascade_cost
 from cascade.engine.policies import POLICY_TABLE
-from cascade.routing.router import FEATURES, Router, fit, load_router
+from cascade.routing.router import FEATURES, Router, load_router
 from cascade.routing.reading import read_row
 from cascade.routing.rules import RULE_TABLE
 from cascade.engine.sampling import log_softmax
-from cascade.routing.curves import curve, roc_auc, rule_curves
+from cascade.routing.curves import curve, rule_curves
+from lab.fitting import fit, roc_auc
 
 from .helpers import accepted_ids, engine_for, run
 

@@ -18,18 +18,23 @@ from .shared import Command
 COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *tasks.COMMANDS, *serve.COMMANDS)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cascade",
-                                     description="A small draft model and a large target model writing together.")
+DESCRIPTION = "A small draft model and a large target model writing together."
+
+
+def build_parser(commands: Sequence[Command] = COMMANDS, prog: str = "python -m cascade",
+                 description: str = DESCRIPTION) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
+    for command in commands:
         command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.description))
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    command = next(c for c in COMMANDS if c.name == args.command)
+def main(argv: Sequence[str] | None = None, commands: Sequence[Command] = COMMANDS, prog: str = "python -m cascade",
+         description: str = DESCRIPTION) -> int:
+    """Run the command `argv` names among `commands` (the lab's command line runs its own through here)."""
+    args = build_parser(commands, prog, description).parse_args(argv)
+    command = next(c for c in commands if c.name == args.command)
     try:
         return command.run(args)
     except (ModelError, ValueError) as e:

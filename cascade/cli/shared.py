@@ -1,21 +1,17 @@
-"""What several commands share: the record a command registers itself with, the flags of a prompt set and
-of a side-by-side bench, reading the prompts those flags name, and loading the engine with its progress on
-stderr (stdout carries the command's own output: text, a table, JSON lines)."""
+"""What several commands share: the record a command registers itself with, and loading the engine with
+its progress on stderr (stdout carries the command's own output: text, a table, JSON lines)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from ..engine.config import ModelConfig
 from ..engine.engine import Engine
 from ..engine.models import load_pair
-from ..engine.policies import offered
 from ..routing.router import load_router, router_words
-from ..serving.settings import add_model_flags
 
 
 @dataclass(frozen=True)
@@ -44,42 +40,3 @@ def load_engine(models: ModelConfig, *, router: bool = True, quiet: bool = False
     if not quiet:
         log(f"[router: {router_words(models.router, loaded, pair.draft_path.name)}]")
     return Engine(pair, router=loaded)
-
-
-def add_side_by_side_flags(parser: argparse.ArgumentParser, *, max_tokens: int, rounds: int, prompt: str) -> None:
-    """The flags of a bench that runs one request through the engine and through a front end (the page,
-    the API), alternating: the models, the policy, the request's length and prompt, rounds, and --json."""
-    add_model_flags(parser)
-    parser.add_argument("--policy", choices=[p.name for p in offered()], default="cascade",
-                        help="(default %(default)s)")
-    parser.add_argument("--max-tokens", type=int, default=max_tokens, help="(default %(default)s)")
-    parser.add_argument("--rounds", type=int, default=rounds, help="requests each way, alternating (default %(default)s)")
-    parser.add_argument("--prompt", default=prompt)
-    parser.add_argument("--json", type=Path, default=None, help="write the timings here as JSON")
-
-
-def add_prompt_flags(parser: argparse.ArgumentParser, default_split: str) -> None:
-    """The prompt set the router is trained or measured on, and how much of the target's text to read."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--prompts", type=Path, default=None,
-                       help='a JSON-lines file, one {"prompt": ..., "chat": true|false} a line')
-    group.add_argument("--split", choices=["train", "test"], default=default_split,
-                       help="the shipped prompt set's split (examples/router/; default %(default)s)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N prompts")
-    parser.add_argument("--max-tokens", type=int, default=64, help="tokens the target writes per prompt (default %(default)s)")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="run the target even where its text for the prompt is cached (~/.cache/cascade/target-texts)")
-
-
-def prompt_items(args: argparse.Namespace) -> list:
-    """The prompts `add_prompt_flags` names, checked."""
-    from ..serving.examples import load_prompts, load_split
-
-    items = load_prompts(args.prompts) if args.prompts else load_split(args.split)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ValueError("--limit must be at least 1")
-        items = items[:args.limit]
-    if args.max_tokens < 1:
-        raise ValueError("--max-tokens must be at least 1")
-    return items

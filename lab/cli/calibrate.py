@@ -8,8 +8,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..serving.settings import add_model_flags, model_config, model_flags
-from .shared import Command, add_prompt_flags, load_engine, log, prompt_items
+from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.cli.shared import Command, load_engine, log
+from lab.cli.flags import add_prompt_flags, prompt_items
 
 
 def add_every_flag(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from ..bench.calibration import calibrate
+    from lab.calibration import calibrate
 
     if not args.out.parent.is_dir():
         raise ValueError(f"cannot write the calibration to {args.out}: its folder does not exist")
@@ -63,7 +64,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from ..bench.calibration import budget_table, check_budgets
+    from lab.calibration import budget_table, check_budgets
 
     try:
         budgets = [float(b) for b in args.budgets.split(",")]

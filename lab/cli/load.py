@@ -1,4 +1,4 @@
-"""`python -m cascade api-load --url URL ...`: N streaming clients at once against a running API (`serve`,
+"""`python -m lab api-load --url URL ...`: N streaming clients at once against a running API (`serve`,
 or `serve --ray` in front of replicas): lost answers, first token, tokens/s in all, answers per replica."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from .shared import Command, log
+from cascade.cli.shared import Command, log
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench.api_load import first_token_beside, run_load
+    from lab.api_load import first_token_beside, run_load
 
     if args.beside is not None:
         beside = first_token_beside(args.url, args.beside, model=args.policy, key=os.environ.get("CASCADE_API_KEY", ""))

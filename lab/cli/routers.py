@@ -1,19 +1,23 @@
-"""The learned rule's router on the command line: `router train` fits one on the target's own texts
-(teacher-forced) and writes it; `routers` measures every rule's quality/cost picture on a prompt set."""
+"""The learned rule's router on the lab's command line: `router corpus` and `router train` have both models
+read texts (the standard library, or the target's own answers) into router data (`router_data.py`);
+`router study` and `router train` fit routers on it; `routers` measures every rule on a prompt set."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from ..serving.settings import add_model_flags, model_config, model_flags
-from .shared import Command, add_prompt_flags, load_engine, log, prompt_items
+from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.cli.shared import Command, load_engine, log
+from lab.cli.flags import add_prompt_flags, prompt_items
 
 
 def add_router_arguments(router: argparse.ArgumentParser) -> None:
     router_sub = router.add_subparsers(dest="router_command", required=True)
-    train = router_sub.add_parser("train", help="fit a router on the target's own texts (teacher-forced) and write it")
+    train = router_sub.add_parser("train", help="fit a router on the target's own answers to a prompt set, read by "
+                                                      "both models, and write it")
     add_model_flags(train)
     add_prompt_flags(train, default_split="train")
     train.add_argument("--out", type=Path, required=True, help="where to write the router (JSON)")
@@ -42,16 +46,20 @@ def add_router_arguments(router: argparse.ArgumentParser) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
-    """`router train`: a router from the target's own texts on a prompt set."""
-    from ..bench.routers import cache_dir, collect, train_router
+    """`router train`: a router from the target's own answers to a prompt set, read by both models."""
+    import tempfile
+
+    from lab.router_data import cache_dir, collect, load, train_router, written
 
     if not args.out.parent.is_dir():
         raise ValueError(f"cannot write the router to {args.out}: its folder does not exist")
     items = prompt_items(args)
     engine = load_engine(model_config(model_flags(args)), router=False)
     c = _regularisation(args.c)
-    data = collect(engine, items, args.max_tokens, None if args.no_cache else cache_dir(), hidden=args.hidden)
-    router = train_router(engine, data, c=c, split=str(args.prompts or args.split))
+    texts, cached = written(engine, items, args.max_tokens, None if args.no_cache else cache_dir())
+    with tempfile.TemporaryDirectory(prefix="router-data-") as folder:
+        collect(engine, texts, Path(folder), positions=sys.maxsize, max_tokens=args.max_tokens, hidden=args.hidden)
+        router = train_router(load(Path(folder)), c=c, split=str(args.prompts or args.split))
     router.save(args.out)
     d = router.data
     chosen = ""
@@ -60,15 +68,14 @@ def train(args: argparse.Namespace) -> int:
     print(f"router written to {args.out}: {d['positions']} positions from {d['prompts']} prompts, "
           f"{d['differs_share']:.1%} where the target differs; {len(router.features)} features"
           f"{f' ({router.n_hidden} of them the hidden state)' if router.n_hidden else ''}; training ROC AUC "
-          f"{d['train_roc_auc']:.3f}{chosen}; {sum(p.target_run is None for p in data)} of {len(data)} of the "
-          f"target's texts came from the cache")
+          f"{d['train_roc_auc']:.3f}{chosen}; {cached} of {len(texts)} of the target's texts came from the cache")
     return 0
 
 
 def corpus(args: argparse.Namespace) -> int:
-    """`router corpus`: both models read the standard-library corpus (`bench/corpus.py`)."""
-    from ..bench.corpus import stdlib_corpus
-    from ..bench.corpus_data import collect
+    """`router corpus`: both models read the standard-library corpus (`corpus.py`)."""
+    from lab.corpus import stdlib_corpus
+    from lab.router_data import collect
 
     items = stdlib_corpus()
     log(f"[{len(items)} texts in the standard-library corpus]")
@@ -79,8 +86,9 @@ def corpus(args: argparse.Namespace) -> int:
 
 def study(args: argparse.Namespace) -> int:
     """`router study`: routers from the corpus data, and how each does on modules it never read."""
-    from ..bench.corpus_data import load, markdown
-    from ..bench.corpus_data import study as run_study
+    from lab.router_data import load
+    from lab.study import markdown
+    from lab.study import study as run_study
 
     data = load(args.data)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -118,15 +126,15 @@ def add_routers_arguments(routers: argparse.ArgumentParser) -> None:
 
 def measure(args: argparse.Namespace) -> int:
     """`routers`: each rule's curve, teacher-forced, and real runs at an equal share."""
-    from ..bench.routers import evaluate
-    from ..bench.routers_report import chart_html, markdown
-    from ..serving.machine import describe_machine
+    from lab.routers import evaluate
+    from lab.routers_report import chart_html, markdown
+    from cascade.serving.machine import describe_machine
 
     items = prompt_items(args)
     engine = load_engine(model_config(model_flags(args)))
     result = evaluate(engine, items, args.max_tokens, share=args.share, real=not args.no_real, log=log)
     if not args.no_real:
-        from ..bench.costs import measure_costs
+        from cascade.bench.costs import measure_costs
 
         costs = measure_costs(engine.pair, engine.encode(items[0].prompt, items[0].chat))
         result.costs = costs.to_dict()

@@ -9,10 +9,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..engine.config import GenerationConfig
-from ..engine.policies import POLICY_TABLE
-from ..serving.settings import add_model_flags, model_config, model_flags
-from .shared import Command, add_side_by_side_flags, load_engine, log
+from cascade.engine.config import GenerationConfig
+from cascade.engine.policies import POLICY_TABLE
+from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.cli.shared import Command, load_engine, log
+from lab.cli.flags import add_side_by_side_flags
 
 
 def add_api_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_api_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def api_bench(args: argparse.Namespace) -> int:
-    from ..bench.api_speed import measure_api
+    from lab.api_speed import measure_api
 
     _check_rounds(args)
     result = measure_api(model_config(model_flags(args)), args.prompt, args.policy, args.max_tokens, args.rounds,
@@ -40,7 +41,7 @@ def add_page_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def page_bench(args: argparse.Namespace) -> int:
-    from ..bench.page_speed import alternatives_cost, measure_page
+    from lab.page_speed import alternatives_cost, measure_page
 
     _check_rounds(args)
     engine = load_engine(model_config(model_flags(args)))
@@ -83,8 +84,8 @@ def add_at_once_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def at_once(args: argparse.Namespace) -> int:
-    from ..bench.at_once import at_once_table, measure_at_once, memory_mb, memory_table, record
-    from ..serving.examples import load_examples
+    from lab.at_once import at_once_table, measure_at_once, memory_mb, memory_table, record
+    from cascade.serving.examples import load_examples
 
     examples = load_examples(args.prompts) if args.prompts else load_examples()
     if not 1 <= args.requests <= len(examples):

@@ -5,20 +5,20 @@ A budget's tracker (`cascade/routing/budget.py`) makes every answer deliver clos
 corrects what it delivered over `HORIZON` positions and weighs its calibration as `PRIOR_WEIGHT` positions.
 A fixed threshold at the same overall share lets an answer the draft is sure of send less and a doubtful
 one more. This replays trackers of several stiffnesses over the router corpus's held-out texts (Python's
-standard library, both models reading it: `python -m cascade router corpus`), each text as one answer,
+standard library, both models reading it: `python -m lab router corpus`), each text as one answer,
 with the perplexity rule and the shipped calibration, and reports for each: the share delivered overall
 and per text, and the share of the two models' differences the escalations caught (agreement).
 
-    python scripts/budget-stiffness.py CORPUS_FOLDER [BUDGET ...]
+    python lab/scripts/budget-stiffness.py CORPUS_FOLDER [BUDGET ...]
 """
 import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
-from cascade.bench import corpus_data  # noqa: E402
+from lab import router_data, study  # noqa: E402
 from cascade.routing.budget import HORIZON, PRIOR_WEIGHT, BudgetTracker, shipped  # noqa: E402
 from cascade.routing.curves import points  # noqa: E402
 
@@ -31,11 +31,11 @@ VARIANTS = [("shipped", PRIOR_WEIGHT, HORIZON), ("64 / 32", 64, 32), ("256 / 128
 def texts(data):
     """Each held-out text's perplexities and labels, in order, with whether it was a chat text."""
     test = data.where(data.test)
-    perplexity = corpus_data.rule_scores(test)["perplexity"]
+    perplexity = study.rule_scores(test)["perplexity"]
     for item in np.unique(test.item):
         at = test.item == item
-        chat = corpus_data.KINDS[int(test.kind[at][0])] != "code-raw"
-        yield perplexity[at], test.differs[at], chat, corpus_data.KINDS[int(test.kind[at][0])]
+        chat = router_data.KINDS[int(test.kind[at][0])] != "code-raw"
+        yield perplexity[at], test.differs[at], chat, router_data.KINDS[int(test.kind[at][0])]
 
 
 def replay(perplexities, prior, budget, weight, horizon):
@@ -44,7 +44,7 @@ def replay(perplexities, prior, budget, weight, horizon):
 
 
 def main(folder: Path, budgets):
-    data = corpus_data.load(folder)
+    data = router_data.load(folder)
     calibration = next((c for c in shipped() if c.fingerprint == data.info.get("draft_fingerprint")), None)
     corpus = list(texts(data))
     print(f"{len(corpus)} held-out texts, {sum(len(t[0]) for t in corpus):,} positions; calibration: "

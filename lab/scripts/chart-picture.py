@@ -2,7 +2,7 @@
 """A picture of a `tasks` report's charts, for the documents: the HTML that `python -m cascade tasks --html`
 writes, drawn by headless Chromium (Playwright, the tests' browser) and saved as a PNG.
 
-    python scripts/chart-picture.py REPORT.json OUT.png [WIDTH]
+    python lab/scripts/chart-picture.py REPORT.json OUT.png [WIDTH]
 
 It reads the report's JSON (`tasks --json`), so a picture can be re-made from a shipped results file
 without running anything.
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 from cascade.bench.tasks_report import chart_html  # noqa: E402
 

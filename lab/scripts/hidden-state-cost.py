@@ -3,13 +3,13 @@
 it at every position) and without, alternating, on the last four prompts of examples/budget/code.jsonl,
 twice, 128 tokens each; the draft's milliseconds per token each way.
 
-    python scripts/hidden-state-cost.py DRAFT.gguf TARGET.gguf
+    python lab/scripts/hidden-state-cost.py DRAFT.gguf TARGET.gguf
 """
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 from cascade.engine.config import GenerationConfig, ModelConfig
 from cascade.engine.engine import Engine

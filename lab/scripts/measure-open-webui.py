@@ -6,7 +6,7 @@ Starts `python -m cascade serve` (with --parallel N) and Open WebUI (installed a
 and for each round starts a new chat, types a question and times, from the key press, when the answer's
 first text shows.
 
-    python scripts/measure-open-webui.py --open-webui ~/.venvs/owui/bin/open-webui \
+    python lab/scripts/measure-open-webui.py --open-webui ~/.venvs/owui/bin/open-webui \
         --draft D.gguf --target T.gguf --parallel 4 --rounds 3
 """
 
@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = ["Write a Python function that returns the n-th Fibonacci number.",
              "Explain what a hash table is in two sentences.",
              "Give three tips for writing clear commit messages.",

@@ -9,7 +9,7 @@ tokens and the gap between them, and how far the two rows differ anywhere in the
 for every position before the divergence, whether the two paths' rows were bit for bit the same, and the
 size of the batch (tokens read in one decode) each speculative row came from.
 
-    python scripts/near-tie.py DRAFT.gguf TARGET.gguf [--threads 2] [--k 4] [--tasks HumanEval/0 ...]
+    python lab/scripts/near-tie.py DRAFT.gguf TARGET.gguf [--threads 2] [--k 4] [--tasks HumanEval/0 ...]
         [--json OUT.json]
 
 Without --tasks it takes the HumanEval problems whose cached answers (`python -m cascade tasks ...
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 
 from cascade.bench.tasks import STYLES, load_tasks  # noqa: E402

@@ -7,7 +7,7 @@ end (what Gradio costs with nothing drawn between). For each: the page threads' 
 (as the real-tier test `test_the_page_streams_at_the_engines_own_speed` bounds it), split into Gradio's
 event loop and its workers (where our handler draws), the pictures drawn and our drawing's CPU per picture.
 
-    python scripts/page-cpu.py DRAFT.gguf TARGET.gguf [TOKENS] [ROUNDS] [TOKENS_PER_S]
+    python lab/scripts/page-cpu.py DRAFT.gguf TARGET.gguf [TOKENS] [ROUNDS] [TOKENS_PER_S]
 
 Linux only (reads /proc). Defaults: 64 tokens, 3 rounds, 8 tokens a second.
 """
@@ -17,12 +17,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade.bench.local import free_local_port
-from cascade.bench.page_speed import PageClient
+from lab.page_speed import PageClient
 from cascade.engine.config import ModelConfig
 from cascade.engine.engine import Engine
 from cascade.engine.events import TokenEvent

@@ -5,14 +5,14 @@ the draft alone, on the last four code prompts of examples/budget/code.jsonl, in
 seconds, the target's call sizes, the time choosing who writes, and the cost model's prediction from the
 per-call costs this run measured (`engine/costmodel.py`).
 
-    python scripts/profile-share.py DRAFT.gguf TARGET.gguf [THREADS]
+    python lab/scripts/profile-share.py DRAFT.gguf TARGET.gguf [THREADS]
 """
 import collections
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 from cascade.engine.config import GenerationConfig, ModelConfig
 from cascade.engine.costmodel import cascade_cost

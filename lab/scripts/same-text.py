@@ -5,13 +5,13 @@ whichever build of llama-cpp-python the Python running it imports (the project's
 BENCHMARKS.md, "Speculative decoding's numerics"). Prompts: examples/budget/code.jsonl and every 10th of the
 router's test split.
 
-    python scripts/same-text.py DRAFT.gguf TARGET.gguf [THREADS]
+    python lab/scripts/same-text.py DRAFT.gguf TARGET.gguf [THREADS]
 """
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 import llama_cpp
 

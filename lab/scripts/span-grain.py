@@ -6,14 +6,14 @@ split, none of them an evaluation set). For each: speed against the target alone
 and the share of tokens the big model would have written itself after the same prefix (target_agreement,
 read by its scoring pass).
 
-    python scripts/span-grain.py DRAFT.gguf TARGET.gguf [THREADS] [RULE] [ROUTER]
+    python lab/scripts/span-grain.py DRAFT.gguf TARGET.gguf [THREADS] [RULE] [ROUTER]
 """
 import collections
 import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 from cascade.engine.config import GenerationConfig, ModelConfig
 from cascade.engine.engine import Engine
