@@ -1,12 +1,12 @@
 """Measurement: every policy side by side on the same models, llama.cpp as a peer, per-call costs and
-the bounds they imply, and the seed's own loop as the baseline (`python -m cascade bench`).
+the bounds they imply, and the seed's own loop as the baseline (`python -m cascade bench`); pass rates on
+coding tasks (`python -m cascade tasks`).
 
-The rooms: `run.py` (the side-by-side bench), `costs.py`, `peer.py` and `report.py` beside it;
-`routers.py` and `routers_report.py` (training the router, every rule's curve); the coding tasks in
-`tasks.py` (tasks, prompt styles, checking), `sandbox.py`, `tasks_configs.py`, `tasks_cache.py`,
-`tasks_results.py`, `tasks_shares.py`, `tasks_run.py` and `tasks_report.py`; what the API, the page and
-several requests at once cost (`api_speed.py`, `page_speed.py`, `at_once.py`, `api_load.py`); and what they share:
+The rooms: `run.py` (the side-by-side bench), `costs.py`, `peer.py` and `report.py` beside it; the coding
+tasks in `tasks.py` (tasks, prompt styles, checking), `sandbox.py`, `tasks_configs.py`, `tasks_cache.py`,
+`tasks_results.py`, `tasks_shares.py`, `tasks_run.py` and `tasks_report.py`; and what they share:
 `summaries.py` (a run's Summary, and several weighed together) and `local.py` (a port, a cache folder).
+The router's building and the serving benches live in the repository's `lab/`.
 """
 
 from .costs import Bounds, Costs, measure_costs

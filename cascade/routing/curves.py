@@ -1,15 +1,7 @@
-"""Judging the rules cheaply: each rule's curve from the draft read along the target's own text.
-
-The target writes a text alone (greedy). One batched draft pass over prompt + that text gives the draft's
-reading at every position as if it had written the text so far, and whether its own choice there (its
-argmax) equals the target's token (`engine/forcing.py`: a `Position` each). From these, for each rule, sweeping its threshold traces a curve:
-the share of positions it sends to the target (x) against the share where the kept token equals the
-target's (y) — the escalated ones by construction, the others where the draft agrees. The same positions
-are the learned router's training data (label: the draft's choice differs).
-
-A curve costs one target run and one draft batch per prompt; a real cascade run at each threshold would
-cost a run per point. `python -m cascade routers` measures both and reports how well they agree.
-"""
+"""Each rule's curve, from the draft read along the target's own text (`engine/forcing.py`: a `Position` at
+every position). Sweeping a rule's threshold traces the share of positions it sends to the target (x)
+against the share where the kept token equals the target's (y): the escalated ones by construction, the
+others where the draft agrees. A curve costs one target run and one draft batch per prompt."""
 
 from __future__ import annotations
 
