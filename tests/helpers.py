@@ -56,6 +56,25 @@ def accepted_ids(events: list[TokenEvent]) -> list[int]:
     return [e.token_id for e in events if e.accepted]
 
 
+# ---- time, as a test controls it ---------------------------------------------------------------------
+
+class FakeClock:
+    """A clock that moves only when a test moves it (`now`), for code that takes a `clock=`."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def in_thread(work, *args) -> threading.Thread:
+    """`work(*args)` started in a daemon thread (join it with a timeout: a test that hangs then fails)."""
+    thread = threading.Thread(target=work, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
 # ---- the command line ------------------------------------------------------------------------------
 
 def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

@@ -19,6 +19,8 @@ from cascade.engine.events import Summary, TokenEvent
 from cascade.engine.models import load_pair
 from cascade.engine.policies import POLICIES
 
+from .helpers import FakeClock, in_thread
+
 PROMPTS = ["The cat sat on the mat", "Once upon a time", "My name is Sam and", "A dog and a cat"]
 
 
@@ -107,14 +109,17 @@ def test_a_request_joining_mid_batch_is_decoded_at_the_next_step(slots, monkeypa
 
 def test_one_slot_alone_never_waits_for_the_others(slots):
     scheduler = slots[0].pair.draft.context.scheduler
-    before = scheduler.steps
-    started = time.perf_counter()
-    *_, summary = slots[2].generate(PROMPTS[2], GenerationConfig(policy="draft", max_tokens=40, chat=False),
-                                    score=False)
-    took = time.perf_counter() - started
-    steps = scheduler.steps - before
-    assert isinstance(summary, Summary) and steps >= 40
-    assert took < steps * scheduler.max_wait_s, "a step waited for slots that are not writing"
+    before, done = scheduler.steps, []
+    # On a clock that never moves, a step that waited for slots not writing would never end.
+    scheduler.clock = FakeClock()
+    try:
+        writing = in_thread(lambda: done.extend(slots[2].generate(
+            PROMPTS[2], GenerationConfig(policy="draft", max_tokens=40, chat=False), score=False)))
+        writing.join(timeout=60)
+    finally:
+        scheduler.clock = time.perf_counter
+    assert not writing.is_alive(), "a step waited for slots that are not writing"
+    assert isinstance(done[-1], Summary) and scheduler.steps - before >= 40
 
 
 def test_a_slot_stopped_mid_stream_leaves_the_scheduler_at_once(slots):
@@ -129,14 +134,14 @@ def test_a_slot_stopped_mid_stream_leaves_the_scheduler_at_once(slots):
 # ---- the scheduler's rules, on fake contexts -----------------------------------------------------------
 
 class FakeContext:
-    """Records the batches it is given; each decode takes `seconds`."""
+    """Records the batches it is given, and the clock's time at each (`stamps`)."""
 
-    def __init__(self, n_batch: int = 8, seconds: float = 0.0) -> None:
-        self.n_batch, self.seconds, self.batches = n_batch, seconds, []
+    def __init__(self, n_batch: int = 8, clock=None) -> None:
+        self.n_batch, self.clock, self.batches, self.stamps = n_batch, clock, [], []
 
     def decode(self, calls) -> None:
         self.batches.append([(c.seq, len(c.tokens)) for c in calls])
-        time.sleep(self.seconds)
+        self.stamps.append(self.clock() if self.clock else None)
         for c in calls:
             c.done = True
 
@@ -149,15 +154,33 @@ def call(context, seq: int, n: int = 1, hidden: bool = False) -> Call:
 def run_together(scheduler: Scheduler, calls, stagger_s: float = 0.0) -> None:
     threads = []
     for c in calls:
-        threads.append(threading.Thread(target=scheduler.run, args=(c,)))
-        threads[-1].start()
+        threads.append(in_thread(scheduler.run, c))
         time.sleep(stagger_s)
     for t in threads:
         t.join(timeout=10)
 
 
+class WatchedClock(FakeClock):
+    """A fake clock that counts how often it is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads, self._read = 0, threading.Condition()
+
+    def __call__(self) -> float:
+        with self._read:
+            self.reads += 1
+            self._read.notify_all()
+        return self.now
+
+    def read_at_least(self, n: int) -> bool:
+        with self._read:
+            return self._read.wait_for(lambda: self.reads >= n, timeout=30)
+
+
 def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
-    scheduler, context = Scheduler(max_wait_s=1.0), FakeContext()
+    # The wait never runs out on a clock that does not move: the step is taken when all three have called.
+    scheduler, context = Scheduler(max_wait_s=1.0, clock=FakeClock()), FakeContext()
     for slot in range(3):
         scheduler.enter(slot)
     run_together(scheduler, [call(context, s) for s in range(3)], stagger_s=0.02)
@@ -165,20 +188,26 @@ def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
 
 
 def test_a_slot_that_ends_is_not_waited_for():
-    scheduler, context = Scheduler(max_wait_s=5.0), FakeContext()
+    scheduler, context = Scheduler(max_wait_s=5.0, clock=FakeClock()), FakeContext()
     scheduler.enter(0), scheduler.enter(1)
-    threading.Timer(0.05, scheduler.leave, args=(1,)).start()
-    started = time.perf_counter()
-    scheduler.run(call(context, 0))
-    assert time.perf_counter() - started < 1.0 and context.batches == [[(0, 1)]]
+    step = in_thread(scheduler.run, call(context, 0))
+    scheduler.leave(1)  # the clock never moves: only this can end the wait
+    step.join(timeout=30)
+    assert not step.is_alive() and context.batches == [[(0, 1)]]
 
 
 def test_a_busy_slot_holds_a_step_up_no_longer_than_the_wait():
-    scheduler, context = Scheduler(max_wait_s=0.05), FakeContext()
+    clock = WatchedClock()
+    scheduler, context = Scheduler(max_wait_s=0.05, clock=clock), FakeContext(clock=clock)
     scheduler.enter(0), scheduler.enter(1)  # slot 1 writes but never calls
-    started = time.perf_counter()
-    scheduler.run(call(context, 0))
-    assert 0.04 < time.perf_counter() - started < 0.5
+    step = in_thread(scheduler.run, call(context, 0))
+    # Read for its deadline, then again after waiting: the step is waiting for slot 1, not decoding.
+    assert clock.read_at_least(3), "the step did not wait"
+    assert context.batches == []
+    clock.now += 0.05
+    step.join(timeout=30)
+    assert not step.is_alive() and context.batches == [[(0, 1)]]
+    assert context.stamps == [1000.05]  # decoded once the wait had run out on the scheduler's clock, not before
 
 
 def test_a_batch_holds_one_model_and_mode_within_its_size():

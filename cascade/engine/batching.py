@@ -12,7 +12,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import llama_cpp
 import numpy as np
@@ -51,8 +51,9 @@ class Call:
 class Scheduler:
     """One decode at a time for a loaded pair: every call pending on one model goes in one batch."""
 
-    def __init__(self, max_wait_s: float = MAX_WAIT_S) -> None:
+    def __init__(self, max_wait_s: float = MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter) -> None:
         self.max_wait_s = max_wait_s
+        self.clock = clock  # what `max_wait_s` is counted on
         self._cond = threading.Condition()
         self._pending: list[Call] = []
         self._active: dict[object, int] = {}  # slot -> generations running on it (nested: a page's pass)
@@ -128,9 +129,9 @@ class Scheduler:
 
     def _gather(self) -> None:
         # From now, not from the oldest call's arrival: the slots the last step served are only now calling.
-        deadline = time.perf_counter() + self.max_wait_s
+        deadline = self.clock() + self.max_wait_s
         while not self._everyone_pending():
-            left = deadline - time.perf_counter()
+            left = deadline - self.clock()
             if left <= 0:
                 return
             self._cond.wait(left)

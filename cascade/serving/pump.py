@@ -39,8 +39,10 @@ class EventPump:
     """`events` (a generator: an engine's, or one that leases an engine and yields its events) consumed in a
     thread, from `start()` (or entering the `with` block); `batches()` or `stream()` hands them on in order."""
 
-    def __init__(self, events: Iterator[Any], name: str = "cascade-generation") -> None:
+    def __init__(self, events: Iterator[Any], name: str = "cascade-generation",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._events = events
+        self._clock = clock  # what `batches` paces by
         self._received: list[Any] = []
         self._error: BaseException | None = None
         self._done = False
@@ -118,12 +120,12 @@ class EventPump:
             with self._changed:
                 while taken == len(self._received) and not self._done:
                     self._changed.wait()
-                wait = last + gap - time.monotonic()
+                wait = last + gap - self._clock()
                 while wait > 0 and not self._done and not at_once(self._received[-1]):
                     self._changed.wait(wait)
-                    wait = last + gap - time.monotonic()
+                    wait = last + gap - self._clock()
                 batch, done = self._received[taken:], self._done
-            taken, last = taken + len(batch), time.monotonic()
+            taken, last = taken + len(batch), self._clock()
             if batch:
                 yield batch
             if done:

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import gradio as gr
 
@@ -191,8 +191,9 @@ class Pacer:
     """How long to wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times the cheaper of the
     last two pictures' cost (so one slow picture does not hold back the next)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self.costs = [0.0]
+        self._clock = clock
 
     @property
     def cost(self) -> float:
@@ -202,7 +203,7 @@ class Pacer:
         return max(UPDATE_EVERY_S, DRAW_SHARE * self.cost)
 
     def draw(self, run: Run) -> Update:
-        started = time.perf_counter()
+        started = self._clock()
         update = run_update(run)
-        self.costs = [self.costs[-1], time.perf_counter() - started]
+        self.costs = [self.costs[-1], self._clock() - started]
         return update
