@@ -4,16 +4,15 @@ all read it."""
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pytest
 
 from cascade.engine.config import GenerationConfig
-from cascade.engine.policies import POLICIES, POLICY_TABLE, policy_list_markdown
+from cascade.engine.policies import POLICIES, POLICY_TABLE
 from cascade.serving.settings import add_generation_flags
 from cascade.ui.generate import SETTINGS
 
-from .helpers import ENGINE_LOOP_POLICIES, ROOT, cascade, run
+from .helpers import ENGINE_LOOP_POLICIES, cascade, run
 
 
 def test_every_policy_has_a_label_and_a_description():
@@ -29,15 +28,6 @@ def test_config_accepts_exactly_the_registrys_policies(name):
 def test_config_refuses_a_policy_outside_the_registry():
     with pytest.raises(ValueError, match="unknown policy 'fastest'; choose one of target, draft"):
         GenerationConfig(policy="fastest").validate()
-
-
-def test_the_docs_list_the_registry():
-    """docs/how-it-works.md's list of policies is the registry's own words (`policy_list_markdown()`)."""
-    doc = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
-    listed = re.search(r"<!-- policies:.*?-->\n(.*?)\n<!-- /policies -->", doc, re.S)
-    assert listed, "docs/how-it-works.md has lost its <!-- policies: ... --> markers"
-    assert listed.group(1) == policy_list_markdown(), \
-        "docs/how-it-works.md's policies differ from the registry: paste policy_list_markdown() between the markers"
 
 
 def test_the_command_lines_choices_are_the_registry():
