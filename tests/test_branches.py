@@ -132,22 +132,20 @@ def test_showing_a_branch_brings_back_its_text_chart_and_numbers_without_generat
 
 
 def test_twenty_long_branches_keep_the_page_quick(engine):
-    # 20 branches of 500 tokens each (with both models' alternatives): recording one more and showing any
-    # of them again is the page's work only, and stays well under what a visitor would notice.
+    # 20 branches of 500 tokens each (with both models' alternatives): recording each and showing each again
+    # is the page's work only. A speed bound stays here because a visitor waits on it: 0.4 s for all of it
+    # on an idle 2-core machine, so 5 s holds on a busy one and still catches work that grows with the branches.
     base = finished(engine, max_tokens=50)
     events = tuple(dataclasses.replace(e, position=e.position + 50 * i) for i in range(10) for e in base.events)
     branches: list[Branch] = []
+    started = time.perf_counter()
     for i in range(20):
         run = Run(PROMPT, base.config, events, base.summary, running=False)
-        started = time.perf_counter()
         branches, *_ = record_branch(run, branches, Fork(i, 3, "a", "b") if i else None)
-        assert time.perf_counter() - started < 0.05
-    slowest = 0.0
     for branch in branches:
-        started = time.perf_counter()
         show_branch(branch.label, branches)
-        slowest = max(slowest, time.perf_counter() - started)
-    assert slowest < 1.0, f"showing a branch took {slowest:.2f} s"
+    took = time.perf_counter() - started
+    assert took < 5.0, f"recording and showing 20 branches took {took:.2f} s"
 
 
 # ---- what a branch's label says ----------------------------------------------------------------------
