@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from cascade.engine.config import GenerationConfig, ModelConfig
 from cascade.engine.events import TokenEvent
-from cascade.bench.local import serve_in_thread
+from lab.local import serve_in_thread
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from cascade.routing.budget import Calibration
 from cascade.routing.identity import fingerprint
 from cascade.routing.budget import calibrate as quantiles_of
 from cascade.routing.rules import RULES
-from cascade.serving.examples import PromptItem
+from lab.prompts import PromptItem
 
 Log = Callable[[str], None]
 

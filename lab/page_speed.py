@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cascade.bench.local import free_local_port
+from lab.local import free_local_port
 
 # A visitor's browser, in a process of its own (a client in the page's process would share its
 # interpreter, and its work would be weighed as the page's): for each line read, one request to

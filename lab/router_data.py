@@ -31,7 +31,7 @@ from cascade.engine.runner import ModelRunner
 from cascade.routing.curves import Position
 from cascade.routing.identity import fingerprint
 from cascade.routing.router import FEATURES, Router
-from cascade.serving.examples import PromptItem
+from lab.prompts import PromptItem
 from lab.corpus import CODE, COMMENT, PROSE, STRING, CorpusItem, token_classes
 from lab.fitting import fit, fit_out_of_fold, roc_auc, scores_out_of_fold
 

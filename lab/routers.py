@@ -13,7 +13,7 @@ from cascade.engine.engine import Engine
 from cascade.engine.events import Summary
 from cascade.routing.curves import Curve, Position, rule_curves
 from cascade.routing.rules import RULE_TABLE
-from cascade.serving.examples import PromptItem
+from lab.prompts import PromptItem
 from lab.fitting import roc_auc
 from lab.router_data import target_text
 

@@ -270,7 +270,7 @@ def hub_at(monkeypatch, endpoint: str, cache) -> None:
 
 
 def free_port() -> int:
-    from cascade.bench.local import free_local_port
+    from lab.local import free_local_port
 
     return free_local_port()
 

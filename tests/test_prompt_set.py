@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from cascade.serving.examples import PROMPT_SET_DIR, SPLITS, PromptItem, load_prompts, load_split
+from lab.prompts import PROMPT_SET_DIR, SPLITS, PromptItem, load_prompts, load_split
 
 KINDS = ("prose", "list", "dialogue", "code", "arithmetic", "factual", "instructions", "creative",
          "translation", "summarise", "structured")

@@ -125,7 +125,7 @@ def test_one_streamed_chat_completion_through_the_api(real_pair):
     import openai
 
     from cascade.api.server import ApiSettings, create_api
-    from cascade.bench.local import serve_in_thread
+    from lab.local import serve_in_thread
     from cascade.serving.service import EngineService
 
     draft, target = real_pair

@@ -37,7 +37,7 @@ def add_prompt_flags(parser: argparse.ArgumentParser, default_split: str) -> Non
 
 def prompt_items(args: argparse.Namespace) -> list:
     """The prompts `add_prompt_flags` names, checked."""
-    from cascade.serving.examples import load_prompts, load_split
+    from lab.prompts import load_prompts, load_split
 
     items = load_prompts(args.prompts) if args.prompts else load_split(args.split)
     if args.limit is not None:

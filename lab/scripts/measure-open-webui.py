@@ -109,7 +109,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="measure-open-webui-"))
     sys.path.insert(0, str(ROOT))
-    from cascade.bench.local import free_local_port
+    from lab.local import free_local_port
 
     api_port, ui_port = free_local_port(), free_local_port()
     api = start_api(args, api_port, work / "api.log")

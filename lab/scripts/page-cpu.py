@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the repository, as it is not installed
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from cascade.bench.local import free_local_port
+from lab.local import free_local_port
 from lab.page_speed import PageClient
 from cascade.engine.config import ModelConfig
 from cascade.engine.engine import Engine
