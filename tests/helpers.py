@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The policies the engine's own loop writes (every one but those with a loop of their own, the seed's):
 # a test of the loop's invariants iterates over these, so a new policy cannot escape it.
-ENGINE_LOOP_POLICIES = tuple(p.name for p in POLICY_TABLE.values() if p.loop is None)
+ENGINE_LOOP_POLICIES = tuple(p.name for p in POLICY_TABLE.values() if not p.own_loop)
 
 # ---- engines and requests -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 import gradio as gr
 
 from cascade import GenerationConfig
-from cascade.engine.config import PAGE_START
+from cascade.ui.controls import PAGE_START
 from cascade.ui import branches as branches_module
 from cascade.ui.branches import (MAX_BRANCHES, Branch, Fork, fork_prefix, fork_request, fork_start, record_branch,
                                  show_branch, what_differs)

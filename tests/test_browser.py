@@ -19,13 +19,15 @@ import pytest
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import GenerationConfig  # noqa: E402
-from cascade.engine.config import PAGE_START, limits  # noqa: E402
+from cascade.engine.config import limits  # noqa: E402
+from cascade.ui.controls import PAGE_START  # noqa: E402
 
 from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.ui.style import fmt_threshold  # noqa: E402
 from cascade.ui.controls import BY_THRESHOLD_LABEL, RULE_LABEL, SHARE_LABEL  # noqa: E402
+from cascade.ui import rulewords  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
 from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve  # noqa: E402
@@ -331,7 +333,7 @@ def test_a_rule_changes_the_slider_and_recolours_and_compare_draws_three_curves(
     finished(page)
     # This page has no router: no learned rule. Another rule: the slider takes its units and default, and
     # the run is re-coloured by it.
-    assert len(rule_options(page, choose=RULE_TABLE["margin"].label)) == 3
+    assert len(rule_options(page, choose=rulewords.label("margin"))) == 3
     threshold = page.get_by_label("number input for Threshold (margin, top-1 minus top-2)")
     threshold.wait_for(timeout=15_000)
     margin = RULE_TABLE["margin"].default

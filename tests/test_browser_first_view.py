@@ -15,7 +15,7 @@ import pytest
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from cascade.engine.config import PAGE_START  # noqa: E402
+from cascade.ui.controls import PAGE_START  # noqa: E402
 from cascade.serving.examples import load_examples  # noqa: E402
 from cascade.ui.controls import BAR_STEPS, BY_THRESHOLD_LABEL, SHARE_LABEL, bar_position  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402

@@ -23,7 +23,7 @@ PREFIX = "```python\n"
 # Every policy the engine's loop writes (`Generation`, which `continue_tokens` runs directly: a policy with
 # a loop of its own, the seed's, never reaches it), less a steered one (`auto`), whose text depends on what
 # it learned from the requests before, so that two runs of one request may differ by design.
-POLICIES = [p.name for p in POLICY_TABLE.values() if p.loop is None and not p.steered]
+POLICIES = [p.name for p in POLICY_TABLE.values() if not p.own_loop and not p.steered]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ import gradio as gr  # noqa: E402
 from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
-from cascade.engine.config import PAGE_START, limits  # noqa: E402
+from cascade.engine.config import limits  # noqa: E402
+from cascade.ui.controls import PAGE_START  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
 from cascade.routing.budget import replay  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
@@ -417,7 +418,7 @@ def test_changing_the_rule_gives_the_slider_that_rules_range_label_and_default(t
                                   "perplexity": (1, 100, 5.0)}.items():
         info, slider, html, chart = rule_changed(name, None)
         assert (slider["minimum"], slider["maximum"], slider["value"]) == (lo, hi, value), name
-        assert slider["step"] == RULE_TABLE[name].step and name in slider["label"].lower()
+        assert slider["step"] == rulewords.WORDS[name].step and name in slider["label"].lower()
         assert info["info"] and (html, chart) == (gr.skip(), gr.skip())  # no run: nothing to re-colour
     assert rule_changed("entropy", None)[1]["label"] == "Threshold (entropy, nats)"
     assert "Trained on a.gguf → b.gguf" in rule_changed("learned", None, "a.gguf → b.gguf")[0]["info"]

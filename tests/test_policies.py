@@ -11,13 +11,14 @@ from cascade.engine.config import GenerationConfig
 from cascade.engine.policies import POLICIES, POLICY_TABLE
 from cascade.serving.settings import add_generation_flags
 from cascade.ui.generate import SETTINGS
+from cascade.ui.rulewords import policy_label
 
 from .helpers import ENGINE_LOOP_POLICIES, cascade, run
 
 
-def test_every_policy_has_a_label_and_a_description():
+def test_every_policy_has_a_description_and_the_pages_words():
     for policy in POLICY_TABLE.values():
-        assert policy.label.startswith(policy.name) and len(policy.description) > 20
+        assert policy_label(policy.name).startswith(policy.name + ": ") and len(policy.description) > 20
 
 
 @pytest.mark.parametrize("name", POLICIES)
@@ -42,7 +43,7 @@ def test_the_pages_dropdown_offers_every_policy_but_the_baseline_loop(toy):
     dropdown = next(b for b in demo.blocks.values() if getattr(b, "label", None) == "Who writes")
     offered = {value for _, value in dropdown.choices}
     assert offered == {p.name for p in POLICY_TABLE.values() if p.on_page} == set(POLICIES) - {"seed"}
-    assert {label for label, _ in dropdown.choices} == {POLICY_TABLE[n].label for n in offered}
+    assert {label for label, _ in dropdown.choices} == {policy_label(n) for n in offered}
 
 
 def test_every_setting_a_page_policy_reads_has_a_flag_and_a_control():

@@ -231,7 +231,7 @@ def test_forced_positions_are_the_drafts_rows_along_the_targets_text(routed):
 
 # Every policy the engine's loop writes; one with a loop of its own (the seed's) reports text, not token
 # ids, and its scoring re-reads that text re-tokenized (`scoring.score_text`).
-ENGINE_LOOP_POLICIES = [p.name for p in POLICY_TABLE.values() if p.loop is None]
+ENGINE_LOOP_POLICIES = [p.name for p in POLICY_TABLE.values() if not p.own_loop]
 
 
 @pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)

@@ -18,7 +18,7 @@ import pytest
 from cascade import GenerationConfig
 from cascade.engine.policies import POLICY_TABLE
 from cascade.routing.rules import RULE_TABLE
-from cascade.ui import sentences
+from cascade.ui import rulewords, sentences
 from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html
 
@@ -106,7 +106,7 @@ def test_the_file_shows_the_text_in_two_colours_the_chart_and_the_numbers(toy_ru
     # The summary in sentences, the measured numbers, and what it ran with, in words.
     for words in (html.escape(sentences.summary_sentence(summary)), html.escape(sentences.summary_details(summary)),
                   f"{summary.tokens_per_s:.1f} tokens/s", f"{summary.wall_s:.2f} s",
-                  f"{summary.n_target_tokens} ({summary.target_share:.0%})", html.escape(POLICY_TABLE["cascade"].label),
+                  f"{summary.n_target_tokens} ({summary.target_share:.0%})", html.escape(rulewords.policy_label("cascade")),
                   "Threshold</dt><dd>5:", "Most tokens</dt><dd>24", "0: always the likeliest token",
                   "raw text", CREATED, MODELS["draft"], MODELS["target"], "Toy CPU 3000, 2 cores, 2 threads per model",
                   "A small model wrote this text with a big model stepping in where it was unsure",
@@ -140,7 +140,7 @@ def test_the_file_shows_the_runs_rule_and_charts_its_numbers(toy):
     config = GenerationConfig(policy="cascade", rule="margin", threshold=0.3, max_tokens=12, chat=False)
     events, summary = run(engine, PROMPT, **dataclasses.asdict(config))
     doc = save(config, events, summary)
-    assert html.escape(RULE_TABLE["margin"].label) in doc
+    assert html.escape(rulewords.label("margin")) in doc
     assert "0.3: the big model writes a token when the small model&#x27;s margin of it is below this" in doc
     figure = chart_figure(doc)
     assert figure["layout"]["yaxis"]["type"] == "linear" and "margin" in figure["layout"]["yaxis"]["title"]["text"]
@@ -183,7 +183,7 @@ def test_every_policy_is_told_in_words(policy):
     config = GenerationConfig(policy=policy, temperature=0.7, seed=3)
     modes = {"speculative k=2": 3} if policy == "auto" else {}
     doc = save(config, CASCADE, recorded_summary(policy=policy, modes=modes))
-    assert html.escape(POLICY_TABLE[policy].label) in doc
+    assert html.escape(rulewords.policy_label(policy)) in doc
     assert "Seed</dt><dd>3" in doc and "Temperature</dt><dd>0.7" in doc
     if policy == "target":
         assert "The big model wrote this text by itself" in doc

@@ -240,7 +240,7 @@ def test_policies_whose_first_check_reads_past_the_prompt_have_answers_of_their_
     from cascade.engine.policies import POLICY_TABLE
 
     config = GenerationConfig()
-    checks = {name for name, p in POLICY_TABLE.items() if p.loop is None and
+    checks = {name for name, p in POLICY_TABLE.items() if not p.own_loop and
               (p.window(config, 4) > 0 or p.looks_up or p.steered)}
     assert checks == set(PROMPT_READ_APART)
     setup = Setup(draft="d:1:aa", target="t:1:bb", n_threads=2, n_ctx=4096)

@@ -128,9 +128,12 @@ def _setting_kind(f: dataclasses.Field) -> Kind:
     return {str: STRING, int: INTEGER, float: NUMBER, bool: BOOLEAN}[kind]
 
 
-# The `cascade` object's settings (those OpenAI's fields do not carry), in GenerationConfig's order.
-EXTENSION = {f.name: _setting_kind(f) for f in dataclasses.fields(GenerationConfig)
-             if f.metadata.get("api") == "cascade"}
+# Where a request gives each GenerationConfig field: OpenAI's own fields of those names; the `cascade` object
+# (those OpenAI's fields do not carry); the model names the policy, and the messages the rest.
+OPENAI_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop")
+EXTENSION_SETTINGS = ("rule", "threshold", "budget", "span", "k", "rollback_threshold", "bild_window", "lookup_ngram",
+                      "top_k")
+EXTENSION = {f.name: _setting_kind(f) for f in dataclasses.fields(GenerationConfig) if f.name in EXTENSION_SETTINGS}
 
 # Both endpoints' fields; each adds its own below.
 COMMON = {

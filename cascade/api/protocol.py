@@ -16,18 +16,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..engine.config import GenerationConfig, request_settings
+from ..engine.config import GenerationConfig, SettingError
 from ..engine.events import Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
 from . import fields
-from .fields import ApiError, given, shown
+from .fields import EXTENSION_SETTINGS, OPENAI_SETTINGS, ApiError, given, shown
 
 # A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
 DEFAULT_MAX_TOKENS = 1024
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
-# The project's own settings in the request's `cascade` object: those OpenAI's fields do not carry.
-EXTENSION_SETTINGS = request_settings(api="cascade")
 # Fields a chat app may send that this server accepts and does not use (docs/api.md lists them). Of the
 # tools' fields, tool_choice and the legacy function_call may only be "none" or "auto" (`fields.TOOL_CHOICE`).
 IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
@@ -98,7 +96,7 @@ def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
         raise ApiError(400, "n must be 1: one answer per request", "n")
     length = given(body, "max_completion_tokens", "max_tokens")
     values: dict[str, Any] = {"policy": model, "max_tokens": DEFAULT_MAX_TOKENS if length is None else int(length)}
-    for name in request_settings(api="openai"):
+    for name in OPENAI_SETTINGS:
         if name not in values and body.get(name) is not None:
             values[name] = body[name]
     extension = body.get("cascade") or {}
@@ -114,18 +112,18 @@ def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
 def _parse(values: dict[str, Any]) -> GenerationConfig:
     try:
         return GenerationConfig.parse(values)
-    except ValueError as e:
-        message, param = _where(str(e))
-        raise ApiError(400, message, param) from None
+    except SettingError as e:
+        raise refused(e) from None
 
 
-def _where(message: str) -> tuple[str, str | None]:
-    """The validator's message and the field it names, as the request gives it: a setting of the `cascade`
+def refused(e: SettingError) -> ApiError:
+    """A refused setting as a 400 naming the field as the request gives it: a setting of the `cascade`
     object by its path there (`cascade.budget must be between 0 and 1, got 2`), as a type error names it."""
-    first = message.split(" ", 1)[0]
-    if first in EXTENSION_SETTINGS:
-        return f"cascade.{message}", f"cascade.{first}"
-    return message, first if first in GenerationConfig.__dataclass_fields__ else None
+    message = str(e)
+    if e.name in EXTENSION_SETTINGS:
+        path = f"cascade.{e.name}"
+        return ApiError(400, f"cascade.{message}" if message.startswith(e.name + " ") else f"{path}: {message}", path)
+    return ApiError(400, message, e.name if e.name in GenerationConfig.__dataclass_fields__ else None)
 
 
 def _logprobs(body: Mapping[str, Any]) -> tuple[bool, int]:

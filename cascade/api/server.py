@@ -34,6 +34,8 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from ..engine.config import SettingError
+from ..engine.engine import ContextFull
 from ..engine.events import Event, Summary, TokenEvent
 from ..engine.models import ModelError
 from ..engine.prompt import PromptError
@@ -41,7 +43,7 @@ from ..serving.messages import model_name, public_message
 from ..serving.pump import EventPump
 from ..serving.service import EngineService
 from . import fields, protocol
-from .protocol import ApiError, Request
+from .protocol import ApiError, Request, refused
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +73,12 @@ class ApiSettings:
     def from_environment(cls, env: dict[str, str] | None = None) -> "ApiSettings":
         env = dict(os.environ) if env is None else env
         cors = tuple(o.strip() for o in env.get("CASCADE_API_CORS", "").split(",") if o.strip())
-        queue = _number(env, "CASCADE_API_QUEUE", int, DEFAULT_QUEUE, "a whole number")
-        wait = _number(env, "CASCADE_API_LOAD_WAIT", float, DEFAULT_LOAD_WAIT_S, "a number of seconds")
+        queue = _from_env(env, "CASCADE_API_QUEUE", int, DEFAULT_QUEUE, "a whole number")
+        wait = _from_env(env, "CASCADE_API_LOAD_WAIT", float, DEFAULT_LOAD_WAIT_S, "a number of seconds")
         return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue), load_wait_s=max(0.0, wait))
 
 
-def _number(env: dict[str, str], name: str, kind: type, default: Any, words: str) -> Any:
+def _from_env(env: dict[str, str], name: str, kind: type, default: Any, words: str) -> Any:
     """A variable's number, or `default` when it is unset; ValueError, naming it, for anything else."""
     raw = env.get(name, "").strip()
     try:
@@ -114,8 +116,10 @@ def _error(e: BaseException) -> ApiError:
     """An engine's exception in OpenAI's words."""
     if isinstance(e, ApiError):
         return e
+    if isinstance(e, SettingError):
+        return refused(e)
     if isinstance(e, PromptError):
-        code = "context_length_exceeded" if "the context holds" in str(e) else None
+        code = "context_length_exceeded" if isinstance(e, ContextFull) else None
         return ApiError(400, str(e), "messages", code)
     if isinstance(e, ModelError):
         return ApiError(503, public_message(e), kind="server_error", code="models_unavailable")

@@ -29,7 +29,7 @@ class Configuration:
 
     @property
     def reads(self) -> tuple[str, ...]:
-        return POLICY_TABLE[self.config.policy].settings
+        return POLICY_TABLE[self.config.policy].text_settings
 
     @property
     def rule(self) -> str | None:
@@ -69,7 +69,8 @@ class Configuration:
     def settings(self) -> dict[str, Any]:
         """The settings that decide this configuration's answers (the others are left out, so that, say,
         the target alone is one configuration whatever threshold was asked)."""
-        names = ["policy", "max_tokens", "temperature", "top_p", "top_k", "seed", *self.reads]
+        names = ["policy", "max_tokens", "temperature", "top_p", "top_k", "seed",
+                 *(name for name in self.reads if name != "budget")]
         if "threshold" in self.reads:
             names.append("rule")
         if self.budget is not None:  # the threshold is not read; without a budget, no key (the cache's keys stay)
@@ -146,7 +147,7 @@ def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity"
     out: list[Configuration] = []
     base = GenerationConfig(max_tokens=max_tokens)
     for policy in ["target"] + [p for p in policies if p != "target"]:
-        reads = POLICY_TABLE[policy].settings
+        reads = POLICY_TABLE[policy].text_settings
         variants: list[dict[str, Any]] = [{}]
         if "threshold" in reads:
             # A rule given no threshold and no budget runs at its own threshold; given budgets only, at those.

@@ -2,8 +2,8 @@
 
 The command line's flags and the page's controls read their defaults, ranges and help text from the
 field metadata here, so a default is changed once and everywhere. `GenerationConfig.validate` is the one
-place a setting is judged; `GenerationConfig.parse` turns loosely typed values (a page's controls, a
-link's query string) into a config through it.
+place a setting is judged (a `SettingError` names the field); `GenerationConfig.parse` turns loosely typed
+values (a page's controls, a link's query string) into a config through it.
 """
 
 from __future__ import annotations
@@ -14,24 +14,36 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..routing.rules import RULE_TABLE, RULES, Rule
+from ..routing.rules import RULE_TABLE, RULES, Rule, plain_number
 from .policies import POLICIES, POLICY_TABLE, SPANS
 
-# Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B. The draft is Q4_0, not the
-# seed's Q4_K_M: on a CPU it is faster (llama-bench, 2 threads: 1.21x writing, 1.5-1.7x in batches), and
-# measured side by side (BENCHMARKS.md) cascade at the seed's threshold then ran 1.28x the target alone
-# instead of 1.16x.
+# Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B; the draft is Q4_0, faster on a CPU
+# than the seed's Q4_K_M (BENCHMARKS.md).
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
 # The seed's own draft is one setting away: CASCADE_DRAFT=.../qwen2.5-0.5b-instruct-q4_k_m.gguf (docs/hosting.md).
 
 
+class SettingError(ValueError):
+    """A setting a request cannot have; `name` is the GenerationConfig field it names."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class RouterMissing(SettingError):
+    """A request judges by the learned rule where no router is loaded."""
+
+    def __init__(self) -> None:
+        super().__init__("rule", "the learned rule needs a router, and none is loaded (routers ship only for the "
+                                 "small model files they were trained with); choose another rule, or name a router "
+                                 "with --router or CASCADE_ROUTER")
+
+
 def _opt(default: Any, help: str, **limits: Any) -> Any:
     """A dataclass field whose metadata carries help text, an allowed range (min, max) and, for the
-    model settings, the environment variable and flag that set it. A request's settings also say where
-    a request sets them: `page` (default True) whether the page's controls and its generate endpoint take
-    it, and `api` where an API request gives it: OpenAI's own field of that name ("openai"), the request's
-    `cascade` object ("cascade"), its messages ("messages") or its model ("model")."""
+    model settings, the environment variable and flag that set it."""
     return field(default=default, metadata={"help": help, **limits})
 
 
@@ -59,10 +71,9 @@ class ModelConfig:
     # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
-    # Slots: generations that share one pair of models, each a sequence of both contexts, their model calls
-    # decoded in one batch per step (engine/batching.py). The library loads one; the page and `serve` four
-    # (`serving`), chosen by measurement (BENCHMARKS.md, "How many at once?"): a chat app's own requests and a
-    # second visitor then run beside an answer instead of before it, for 540 MB more at a 2048 context.
+    # Slots: generations that share one pair of models, their model calls decoded in one batch per step
+    # (engine/batching.py). The library loads one; the page and `serve` four (`serving`; BENCHMARKS.md,
+    # "How many at once?").
     parallel: int = _opt(1, "generations that run at once over one pair of models (slots)", min=1,
                          max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True, serving=4)
 
@@ -87,59 +98,59 @@ class ModelConfig:
 class GenerationConfig:
     """One request: which policy writes, and how it decides."""
 
-    policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES, api="model")
+    policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES)
     # How the draft judges its own token (`routing/rules.py`): the seed's perplexity by default.
     rule: str = _opt("perplexity", "cascade, bild: how the draft judges its own token: " + ", ".join(RULES),
-                     choices=RULES, api="cascade")
+                     choices=RULES)
     # In the rule's own units and range; unset, the rule's default. The seed's value for perplexity: the
     # draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2. Perplexity is never below
     # 1, so a threshold under 1 sends every token to the target.
     threshold: float | None = _opt(None, "escalate a draft token the rule finds doubtful beyond this (in the rule's "
-                                   "units; default: the rule's own)", type=float, api="cascade")
+                                   "units; default: the rule's own)", type=float)
     # A share, not a threshold: the engine sets the rule's threshold as it writes so that the big model writes
     # about this share of the tokens (`routing/budget.py`), the same promise on code as on chat. Unset, the
     # threshold decides as given.
     budget: float | None = _opt(None, "the share of tokens the big model should write, 0 to 1 (0.1: one in ten); "
                                 "set, the engine moves the rule's threshold as it writes to deliver it, and "
-                                "threshold is not used", type=float, min=0.0, max=1.0, api="cascade")
+                                "threshold is not used", type=float, min=0.0, max=1.0)
     # How much the target writes once a position is escalated (`loop.py`, "span"): the seed's one token; a span
     # that goes on while the target itself is unsure of what it wrote ("sure": its probability of its token
     # under SURE); or the rest of the line ("line"). A span is at most SPAN_MAX tokens, and its tokens count
     # against a budget as the target's.
     span: str = _opt("token", "cascade, bild: what the target writes once the rule escalates a position: token (that "
                      "one), sure (on until it is sure of its own token), line (on to the end of the line)",
-                     choices=SPANS, api="cascade", page=False)
+                     choices=SPANS)
     # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
-    k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32, api="cascade")
+    k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32)
     # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
     # inside the paper's 2-5 nats of cross-entropy).
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
-                                     min=1.0, max=1e6, api="cascade")
+                                     min=1.0, max=1e6)
     # BiLD checks only when the draft falls back; this bounds how long text waits unchecked (and memory:
     # one row of logits per pending token).
-    bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256, api="cascade")
+    bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
     # Prompt lookup looks for the text's last n tokens earlier in the text, the longest n first: 3 is
     # prompt lookup decoding's own default (Saxena 2023). Longer n-grams match more rarely and more surely.
-    lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16, api="cascade")
-    max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192, api="openai")
+    lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16)
+    max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
     # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
-    temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0, api="openai")
-    top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0, api="openai")
-    top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000, api="cascade")
-    seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1, api="openai")
+    temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0)
+    top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0)
+    top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000)
+    seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1)
     # Instruct models answer a chat turn; raw completion continues the text as written.
-    chat: bool = _opt(True, "wrap the prompt in the model's chat template", page=False)
+    chat: bool = _opt(True, "wrap the prompt in the model's chat template")
     # Chat only; empty keeps the template's own default (Qwen2.5's "You are Qwen, created by Alibaba Cloud...").
-    system: str = _opt("", "chat: the system message (default: the chat template's own)", api="messages")
+    system: str = _opt("", "chat: the system message (default: the chat template's own)")
     # Read by both models as the start of the answer, never written by them: "```python\n" asks for code the
     # way Qwen's own HumanEval harness does. Stop strings are looked for in what the models write after it.
-    answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model", api="messages")
+    answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
     # Earlier turns of a chat, oldest first: ("user", text) and ("assistant", text) in turn, before the prompt.
-    history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs", api="messages")
+    history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
     # Each token event can carry each model's likeliest tokens at its position (an API's top_logprobs);
     # 0 records none and costs nothing.
-    alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20, page=False)
-    stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)", api="openai", page=False)
+    alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
+    stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:
         # Read back from JSON (a run file, a link, an API body), sequences arrive as lists; a config is
@@ -159,31 +170,46 @@ class GenerationConfig:
     @property
     def needs_router(self) -> bool:
         """Whether the request judges the draft's tokens by the learned rule, which needs a router."""
-        return self.rule == "learned" and self.policy in POLICY_TABLE and POLICY_TABLE[self.policy].uses_rule
+        return self.rule == "learned" and self.policy in POLICY_TABLE and POLICY_TABLE[self.policy].judges
+
+    def check_router(self, has_router: bool) -> "GenerationConfig":
+        """Raise RouterMissing if the request needs a router and none is loaded; return self."""
+        if self.needs_router and not has_router:
+            raise RouterMissing()
+        return self
 
     def validate(self) -> "GenerationConfig":
-        """Raise ValueError naming the first bad setting; return self so calls can chain."""
+        """Raise SettingError naming the first bad setting; return self so calls can chain."""
         if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+            raise SettingError("policy", f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
         if self.rule not in RULE_TABLE:
-            raise ValueError(f"unknown rule {self.rule!r}; choose one of {', '.join(RULES)}")
+            raise SettingError("rule", f"unknown rule {self.rule!r}; choose one of {', '.join(RULES)}")
         for f in dataclasses.fields(self):
             _check_value(f, getattr(self, f.name))
-        self.deferral.check(self.threshold)
+        policy = POLICY_TABLE[self.policy]
+        refusal = policy.refusal(self.rule)
+        if refusal is not None:
+            raise SettingError("rule", refusal)
+        if not (self.budget is not None and policy.uses_rule):  # a budget sets the threshold as it writes
+            try:
+                self.deferral.check(self.threshold)
+            except ValueError as e:
+                raise SettingError("threshold", str(e)) from None
         if self.span not in SPANS:
-            raise ValueError(f"unknown span {self.span!r}; choose one of {', '.join(SPANS)}")
+            raise SettingError("span", f"unknown span {self.span!r}; choose one of {', '.join(SPANS)}")
         if any(not isinstance(s, str) or not s for s in self.stop):
-            raise ValueError("stop strings must not be empty")
+            raise SettingError("stop", "stop strings must not be empty")
         if self.history and not self.chat:
-            raise ValueError("earlier turns of a conversation need chat mode (the chat template places them)")
+            raise SettingError("history", "earlier turns of a conversation need chat mode (the chat template "
+                                          "places them)")
         for turn in self.history:
             if (not isinstance(turn, (tuple, list)) or len(turn) != 2 or turn[0] not in ("user", "assistant")
                     or not isinstance(turn[1], str)):
-                raise ValueError("each earlier turn is a (role, text) pair whose role is user or assistant, "
-                                 f"got {turn!r}")
+                raise SettingError("history", "each earlier turn is a (role, text) pair whose role is user or "
+                                              f"assistant, got {turn!r}")
         if self.system and not self.chat:
-            raise ValueError("a system message needs chat mode (the chat template places it); in raw mode, "
-                             "write it into the prompt instead")
+            raise SettingError("system", "a system message needs chat mode (the chat template places it); in raw "
+                                         "mode, write it into the prompt instead")
         return self
 
     @classmethod
@@ -194,7 +220,7 @@ class GenerationConfig:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(fields))
         if unknown:
-            raise ValueError(f"unknown setting {unknown[0]!r}")
+            raise SettingError(unknown[0], f"unknown setting {unknown[0]!r}")
         typed = {name: _as_type(fields[name], value) for name, value in values.items()}
         if "rule" in typed and "threshold" not in typed:
             typed["threshold"] = None  # another rule, its own default threshold
@@ -202,27 +228,6 @@ class GenerationConfig:
 
     def replace(self, **changes: Any) -> "GenerationConfig":
         return dataclasses.replace(self, **changes)
-
-
-# The request the page starts with: the big model writes 10% of the tokens (a budget, `routing/budget.py`),
-# judged by the margin rule. The budget replaces the raw threshold as the page's start: no threshold serves
-# code and chat alike. Measured on the real pair (Qwen2.5-Coder 0.5B -> 1.5B), teacher-forced along the big
-# model's own answers (96 tokens each) to the router's train prompts, which no evaluation uses: 576 positions
-# of code, 726 of chat. At perplexity 5 the big model would write 0.2% of code positions and 9% of chat ones,
-# and no perplexity threshold serves both (10% of code needs 1.91, 10% of chat 4.71); the margin rule at 0.1,
-# the page's start before the budget, sends 4.7% of code and 20% of chat (at 0.15 about 7% and 25%). A share
-# is the same promise on both. The margin rule, the page's rule before the budget, stays its rule; its
-# threshold 0.1 is where the threshold's slider stands when a visitor ticks "Set a threshold instead".
-# Where the page has a router (one ships for the Coder draft file), it starts by the learned rule instead
-# (`ui/controls.page_start`): on the router corpus's held-out text it ranks positions best of the rules.
-# The library, the API and the command line keep the seed's perplexity 5 and no budget (GenerationConfig's
-# defaults).
-PAGE_START = GenerationConfig(rule="margin", threshold=0.1, budget=0.1)
-
-
-def _number(x: float) -> str:
-    """A number as a person would write it in a message: whole numbers whole, others as given."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def _kind(f: dataclasses.Field) -> type:
@@ -235,16 +240,17 @@ def _check_value(f: dataclasses.Field, value: Any) -> None:
         return  # an optional setting left unset
     if kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{f.name} must be a number, got {value!r}")
+            raise SettingError(f.name, f"{f.name} must be a number, got {value!r}")
         if not math.isfinite(value):
-            raise ValueError(f"{f.name} must be a finite number, got {value}")
+            raise SettingError(f.name, f"{f.name} must be a finite number, got {value}")
         if kind is int and value != int(value):
-            raise ValueError(f"{f.name} must be a whole number, got {value}")
+            raise SettingError(f.name, f"{f.name} must be a whole number, got {value}")
         lo, hi = f.metadata.get("min"), f.metadata.get("max")
         if lo is not None and value < lo or hi is not None and value > hi:
-            raise ValueError(f"{f.name} must be between {_number(lo)} and {_number(hi)}, got {_number(value)}")
+            raise SettingError(f.name, f"{f.name} must be between {plain_number(lo)} and {plain_number(hi)}, "
+                                       f"got {plain_number(value)}")
     elif kind in (bool, str) and not isinstance(value, kind):
-        raise ValueError(f"{f.name} must be {'true or false' if kind is bool else 'text'}, got {value!r}")
+        raise SettingError(f.name, f"{f.name} must be {'true or false' if kind is bool else 'text'}, got {value!r}")
 
 
 def _as_type(f: dataclasses.Field, value: Any) -> Any:
@@ -267,15 +273,6 @@ def _as_type(f: dataclasses.Field, value: Any) -> Any:
     if kind is tuple and isinstance(value, (list, str)):
         return tuple(value) if isinstance(value, list) else (value,)
     return value
-
-
-def request_settings(page: bool | None = None, api: str | None = None) -> tuple[str, ...]:
-    """The names of GenerationConfig's settings, in the order of its fields: those the page sets (`page`
-    True: what its generate endpoint takes after the prompt and the mode, in this order), or those an API
-    request gives in one way (`api`: "openai", "cascade", "messages" or "model")."""
-    return tuple(f.name for f in dataclasses.fields(GenerationConfig)
-                 if (page is None or f.metadata.get("page", True) == page)
-                 and (api is None or f.metadata.get("api") == api))
 
 
 def limits(cls: type, name: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from ..routing.curves import Position
-from ..routing.router import Router, RouterMissing
+from ..routing.router import Router
 from .auto import AutoTuner
 from .config import GenerationConfig
 from .costmodel import target_alone_s
@@ -20,11 +20,16 @@ from .loop import Generation
 from .models import ModelPair
 from .policies import POLICY_TABLE
 from .prompt import EncodedPrompt, PromptError, encode_prompt
+from .seed import run_seed_loop
 
 # A chat request like a visitor's for `Engine.calibrate`: how often the draft is unsure, and how often the
 # two agree, depend on the kind of text; a continuation of raw prose made `auto` expect far more escalations
 # than chat answers have, and keep the target alone where cascade was faster.
 CALIBRATION_PROMPT = "Explain in a few sentences how a bicycle stays upright, for a curious child."
+
+
+class ContextFull(PromptError):
+    """A request's prompt (its earlier turns included) leaves the context no room to write."""
 
 
 class Engine:
@@ -56,12 +61,12 @@ class Engine:
         if n >= n_ctx:
             given = f" ({encoded.n_given} of them the answer prefix)" if encoded.n_given else ""
             if history:
-                raise PromptError(
+                raise ContextFull(
                     f"the conversation is {n} tokens{given}, its {len(history)} earlier messages included, but "
                     f"the context holds {n_ctx}, with room for at least one more; no earlier turn is left out "
                     f"without asking you: start a new conversation, or ask from an earlier turn (whoever runs the "
                     f"models can raise the context with --n-ctx or CASCADE_N_CTX)")
-            raise PromptError(
+            raise ContextFull(
                 f"the prompt is {n} tokens{given} but the context holds {n_ctx}, with room for at least one "
                 f"more; shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"
             )
@@ -80,13 +85,11 @@ class Engine:
         the slots of one loaded pair write side by side, their model calls decoded together (`batching`).
         Closing the generator early (a Stop button) leaves both models ready for the next request.
         """
-        config = (config or GenerationConfig()).validate()
+        config = (config or GenerationConfig()).validate().check_router(self.router is not None)
         policy = POLICY_TABLE[config.policy]
-        if config.needs_router and self.router is None:
-            raise RouterMissing()
         with self.pair.writing():
-            if policy.loop is not None:  # the seed's: a loop of its own
-                yield from policy.loop(self.pair, prompt, config, score, mark_written)
+            if policy.own_loop:
+                yield from run_seed_loop(self.pair, prompt, config, score, mark_written)
                 return
             request = self.encode_config(prompt, config)
             # Every request reads its prompt afresh. Reusing the previous request's cache would save

@@ -8,7 +8,8 @@ only tokens it has not seen. Each turn of the loop:
    from measured costs); a policy that looks up copies tokens from earlier in the text, if it can.
 2. A policy that does not draft lets the target write one token alone (after checking any copied tokens).
 3. Otherwise the draft proposes one token, and the rule judges it (`routing.judge.Judge`):
-   - doubtful, for a policy that escalates: the target checks what is pending and writes this position itself;
+   - doubtful (judged only for a policy that escalates): the target checks what is pending and writes this
+     position itself;
    - a policy that holds nothing (`window` 0): the token counts at once;
    - otherwise it waits, until the window is full or the text ends, for the target's check of them all
      in one batch, which keeps what the policy's `verify` accepts and adds the target's own next token.
@@ -115,9 +116,9 @@ class Generation:
             yield from self.target_turn()  # the target writes one token alone (or on in an escalated span)
             return
         proposal = self.draft_one()
-        doubtful = self.judge.doubtful(proposal.reading)
+        doubtful = policy.judges and self.judge.doubtful(proposal.reading)
         self.notify("proposed", doubtful)
-        if doubtful and policy.escalates:
+        if doubtful:
             yield from self.target_turn(escalated=proposal)
         elif self.mode.window(self.config) == 0:
             yield from self.emit(proposal.token, "draft", proposal.draft_ppl, None, proposal.reading,

@@ -6,35 +6,26 @@ transformers' candidate generators do for assisted decoding:
 - `looks_up`: are tokens first copied from earlier in the text where its end occurred before (prompt
   lookup, `lookup.py`)? Then the draft model proposes only where lookup finds nothing.
 - `escalates`: when the draft doubts a token (its rule past the threshold), does the target take that
-  position?
+  position? Only such a policy judges the draft's doubt (`judges`), and so reads the rule.
 - `window`: how many proposed tokens wait for the target's check before it reads them (0: a drafted
   token counts at once), and `verify`: which of them the target keeps, and what it writes next.
 `Auto` chooses among the others round by round from measured costs (`auto.py`); `Seed` is the original
-idea's own loop (`seed.py`), kept as the baseline for measurements.
+idea's own loop (`seed.py`, which `Engine.generate` runs in place of the engine's), kept as the baseline.
 
 Adding a policy is one class (or an instance of one) and one entry in `POLICY_TABLE`: the config's
 validation, the command line's choices, the page's dropdown and the API's models all read the table.
+A policy reads its request through `Reads`, so this module imports no config, model or loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from .events import Status
 from .sampling import Sampler
-from .seed import run_seed_loop
-
-if TYPE_CHECKING:
-    from .config import GenerationConfig
-    from .events import Event
-    from .models import ModelPair
-
-# A loop of a policy's own, instead of the engine's: (pair, prompt, config, score, mark_written) -> events,
-# then a Summary (`Engine.generate` says what the two flags ask).
-OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool, bool], Iterator["Event"]]
 
 
 # The escalation grain (`GenerationConfig.span`): once the rule escalates a position, the target writes it and,
@@ -45,6 +36,21 @@ OwnLoop = Callable[["ModelPair", str, "GenerationConfig", bool, bool], Iterator[
 SPANS = ("token", "sure", "line")
 SURE = 0.9
 SPAN_MAX = 16
+
+# What a policy that judges the draft's doubt reads: the rule, and its threshold; a policy whose rule decides
+# who writes the text (`uses_rule`) also reads a budget, which moves the threshold as it writes.
+JUDGED = ("rule", "threshold")
+SHARED = JUDGED + ("budget",)
+
+
+class Reads(Protocol):
+    """The settings of its request a policy's own behaviour reads (a `GenerationConfig` has them)."""
+
+    @property
+    def bild_window(self) -> int: ...
+
+    @property
+    def rollback_threshold(self) -> float: ...
 
 
 def span_goes_on(span: str, written: int, p_target: float, piece: str) -> bool:
@@ -79,29 +85,43 @@ class Policy:
     # text is the target's, up to the numerics of batched evaluation on quantized models.
     lossless = False
     discarded: Status = "rejected"  # what a proposal the target's check did not keep is called
-    loop: OwnLoop | None = None  # a loop of its own instead of the engine's
+    own_loop = False  # it runs a loop of its own instead of the engine's (the seed's)
 
-    def __init__(self, name: str, label: str, description: str, settings: Sequence[str] = (),
-                 on_page: bool = True) -> None:
+    def __init__(self, name: str, description: str, settings: Sequence[str] = (), on_page: bool = True) -> None:
         self.name = name
-        self.label = label  # what the page's dropdown says
         self.description = description  # one sentence for the docs and the command line's help
-        self.settings = tuple(settings)  # the GenerationConfig fields it reads besides sampling and length
+        # The GenerationConfig fields it reads besides sampling, length, framing and (where it judges) span.
+        self.settings = tuple(settings)
         self.on_page = on_page  # offered on the page and as the API's models
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
     @property
-    def uses_rule(self) -> bool:
-        """Whether a deferral rule and its threshold decide anything for it."""
-        return "threshold" in self.settings
+    def judges(self) -> bool:
+        """Whether it judges the draft's doubt by a rule (so the learned rule needs a router for it)."""
+        return "rule" in self.settings
 
-    def window(self, config: "GenerationConfig", k: int) -> int:
+    @property
+    def uses_rule(self) -> bool:
+        """Whether its rule decides who writes the text, so a budget can set its threshold (a policy that
+        judges only to end a round early, as speculative decoding does, writes the target's text either way)."""
+        return "budget" in self.settings
+
+    @property
+    def text_settings(self) -> tuple[str, ...]:
+        """The settings that decide the text it writes: a lossless policy's rule only paces it."""
+        return tuple(s for s in self.settings if not (self.lossless and s in SHARED))
+
+    def refusal(self, rule: str) -> str | None:
+        """Why it cannot judge by this rule, or None if it can."""
+        return None
+
+    def window(self, config: Reads, k: int) -> int:
         """Proposed tokens held for the target's check before it reads them; 0: a drafted token counts at once."""
         return 0
 
-    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+    def verify(self, check: Check, sampler: Sampler, config: Reads) -> tuple[int, int]:
         """How many of the proposed tokens the target keeps, and its own token for the next position.
         Greedy verification is prefix matching: the token after the last match is always the target's own."""
         for i, token in enumerate(check.tokens):
@@ -135,10 +155,10 @@ class Bild(Cascade):
 
     discarded = "rolled_back"
 
-    def window(self, config: "GenerationConfig", k: int) -> int:
+    def window(self, config: Reads, k: int) -> int:
         return config.bild_window
 
-    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+    def verify(self, check: Check, sampler: Sampler, config: Reads) -> tuple[int, int]:
         kept = next((i for i, ppl in enumerate(check.perplexities) if ppl > config.rollback_threshold),
                     len(check.tokens))
         return kept, sampler.target(check.rows[kept])
@@ -153,10 +173,10 @@ class Speculative(Policy):
 
     lossless = True
 
-    def window(self, config: "GenerationConfig", k: int) -> int:
+    def window(self, config: Reads, k: int) -> int:
         return k
 
-    def verify(self, check: Check, sampler: Sampler, config: "GenerationConfig") -> tuple[int, int]:
+    def verify(self, check: Check, sampler: Sampler, config: Reads) -> tuple[int, int]:
         if sampler.greedy:
             return super().verify(check, sampler, config)
         return sampler.speculative(check.tokens, check.q, check.rows)
@@ -182,43 +202,39 @@ class Auto(Policy):
 
 
 class Seed(Cascade):
-    loop = staticmethod(run_seed_loop)
+    """The original loop (`seed.run_seed_loop`): it reads only the draft's perplexity of its token."""
+
+    own_loop = True
+
+    def refusal(self, rule: str) -> str | None:
+        return None if rule == "perplexity" else f"the seed's loop judges by perplexity alone, got {rule!r}"
 
 
 POLICY_TABLE: dict[str, Policy] = {
     p.name: p
     for p in (
-        TargetAlone("target", "target: the big model alone (the baseline)",
-                    "the target alone: the baseline every speed is compared with"),
-        DraftAlone("draft", "draft: the small model alone",
-                   "the draft alone: the fastest, and the least faithful to the target"),
-        Cascade("cascade", "cascade: small writes, big steps in where small is unsure",
-                "the draft writes; a token it is unsure of is written by the target instead",
-                settings=("threshold",)),
-        Bild("bild", "bild: cascade, and big may roll back small's recent tokens",
-             "cascade, and when the target takes over it also checks the draft's recent tokens, rolling "
+        TargetAlone("target", "the target alone: the baseline every speed is compared with"),
+        DraftAlone("draft", "the draft alone: the fastest, and the least faithful to the target"),
+        Cascade("cascade", "the draft writes; a token it is unsure of is written by the target instead",
+                settings=SHARED),
+        Bild("bild", "cascade, and when the target takes over it also checks the draft's recent tokens, rolling "
              "back from the first one it finds too unlikely (Big Little Decoder)",
-             settings=("threshold", "rollback_threshold", "bild_window")),
-        Speculative("speculative", "speculative: big checks k drafted tokens at once",
-                    "the draft proposes up to k tokens, the target checks them in one batch and keeps the longest "
-                    "prefix it agrees with, plus one token of its own",
-                    settings=("k",)),
-        Lookup("lookup", "lookup: copies from earlier in the text, big checks the copy",
-               "speculative decoding whose drafts cost nothing: where the text's last few tokens occurred before "
-               "(in the prompt or the answer), up to k tokens that followed them there are proposed and the "
+             settings=SHARED + ("rollback_threshold", "bild_window")),
+        Speculative("speculative", "the draft proposes up to k tokens, the target checks them in one batch and keeps "
+                    "the longest prefix it agrees with, plus one token of its own",
+                    settings=("k",) + JUDGED),
+        Lookup("lookup", "speculative decoding whose drafts cost nothing: where the text's last few tokens occurred "
+               "before (in the prompt or the answer), up to k tokens that followed them there are proposed and the "
                "target checks them in one batch; with no match the target writes alone",
                settings=("k", "lookup_ngram")),
-        LookupDraft("lookup+draft", "lookup+draft: copies from the text where it can, else small drafts",
-                    "lookup where the text's end occurred before, and the draft proposing as in speculative "
-                    "decoding where it did not; the target checks both the same way",
-                    settings=("k", "lookup_ngram")),
-        Auto("auto", "auto: measures as it goes and picks the fastest way",
-             "measures both models' costs as it runs and writes each round the way predicted fastest: the "
+        LookupDraft("lookup+draft", "lookup where the text's end occurred before, and the draft proposing as in "
+                    "speculative decoding where it did not; the target checks both the same way",
+                    settings=("k", "lookup_ngram") + JUDGED),
+        Auto("auto", "measures both models' costs as it runs and writes each round the way predicted fastest: the "
              "target alone, speculative with the best k, or cascade when clearly cheaper",
-             settings=("threshold",)),
-        Seed("seed", "seed: the original loop (re-reads the whole text per token)",
-             "the original idea's own loop, one full llama-cpp-python call per token: the slow baseline",
-             settings=("threshold",), on_page=False),
+             settings=SHARED),
+        Seed("seed", "the original idea's own loop, one full llama-cpp-python call per token: the slow baseline",
+             settings=JUDGED, on_page=False),
     )
 }
 
@@ -246,5 +262,5 @@ class Mode:
     def label(self) -> str:
         return self.policy.mode_label(self.k)
 
-    def window(self, config: "GenerationConfig") -> int:
+    def window(self, config: Reads) -> int:
         return self.policy.window(config, self.k)

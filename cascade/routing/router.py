@@ -177,16 +177,6 @@ class Router:
             raise ValueError(f"router file {path}: {e}") from None
 
 
-class RouterMissing(ValueError):
-    """A request asks for the learned rule where no router is loaded."""
-
-    def __init__(self) -> None:
-        super().__init__("the learned rule needs a router, and none is loaded (the project ships routers only for "
-                         "the small model files it trained them with, recognised by their content): train one with "
-                         "`python -m lab router corpus` and `router study` (the repository's lab/), and name it with --router or "
-                         "CASCADE_ROUTER")
-
-
 # Routers the project ships, one file per pair it trained on (docs/how-it-works.md says which and how).
 ROUTERS = Path(__file__).resolve().parent / "routers"
 

@@ -23,15 +23,19 @@ from .reading import Reading
 @dataclass(frozen=True)
 class Rule:
     name: str
-    label: str  # the page's dropdown
     description: str  # one sentence for the docs and the command line's help
     unit: str  # what the threshold is measured in, in words
     default: float  # the default threshold, chosen from measurements (BENCHMARKS.md)
-    low: float
+    low: float  # the range a threshold may take
     high: float
-    step: float  # the page's slider step
     below: bool = False  # escalate when the score is below the threshold (margin), not above
     log_scale: bool = False  # the chart's axis
+    useful: tuple[float, float] | None = None  # where a threshold changes anything (None: low to high)
+
+    @property
+    def useful_range(self) -> tuple[float, float]:
+        """The thresholds worth choosing among: past them every token, or none, goes to the target."""
+        return self.useful or (self.low, self.high)
 
     def score(self, reading: Reading) -> float | None:
         """This rule's number for a position, or None where the reading lacks it."""
@@ -56,8 +60,8 @@ class Rule:
     def check(self, threshold: float) -> None:
         """ValueError naming the rule and its range if the threshold is outside it."""
         if not self.low <= threshold <= self.high:
-            raise ValueError(f"threshold must be between {_number(self.low)} and {_number(self.high)} for the "
-                             f"{self.name} rule ({self.unit}), got {_number(threshold)}")
+            raise ValueError(f"threshold must be between {plain_number(self.low)} and {plain_number(self.high)} for "
+                             f"the {self.name} rule ({self.unit}), got {plain_number(threshold)}")
 
     @property
     def when(self) -> str:
@@ -65,28 +69,29 @@ class Rule:
         return f"{self.unit} {'below' if self.below else 'above'} the threshold"
 
 
-def _number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+def plain_number(x: float) -> str:
+    """A number as a person would write it in a message: whole numbers whole, others as given."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-# Defaults: the seed's 5 for perplexity; for the others, the threshold at which each sends as many tokens
-# to the target as perplexity 5 does (9.1%) on the shipped train prompts, teacher-forced on the real pair
-# (10,352 positions): entropy 3.85 nats, margin 0.043, learned 0.70, rounded (BENCHMARKS.md, "Which rule?").
+# Defaults: the seed's 5 for perplexity; for the others, the threshold at which each sends as many tokens to the
+# target as perplexity 5 does on the shipped train prompts (BENCHMARKS.md, "Which rule?").
 RULE_TABLE: dict[str, Rule] = {
     r.name: r
     for r in (
-        Rule("perplexity", "how unsure it is of its token (perplexity)",
+        # Below perplexity 1 every token goes to the target, and above 100 almost none does.
+        Rule("perplexity",
              "the draft's perplexity of the token it proposes, exp(-log p); escalate above the threshold",
-             "perplexity, 1 = certain", 5.0, 0.0, 1e6, 0.1, log_scale=True),
-        Rule("entropy", "how spread out its guesses are (entropy)",
+             "perplexity, 1 = certain", 5.0, 0.0, 1e6, log_scale=True, useful=(1.0, 100.0)),
+        Rule("entropy",
              "the entropy of the draft's distribution over all tokens, in nats; escalate above the threshold",
-             "entropy in nats, 0 = certain", 3.8, 0.0, 12.0, 0.05),
-        Rule("margin", "how close its two best guesses are (margin)",
+             "entropy in nats, 0 = certain", 3.8, 0.0, 12.0),
+        Rule("margin",
              "the draft's top-1 minus top-2 probability; escalate below the threshold",
-             "top-1 minus top-2 probability, 1 = certain", 0.04, 0.0, 1.0, 0.01, below=True),
-        Rule("learned", "a router's guess that the big model differs (learned)",
+             "top-1 minus top-2 probability, 1 = certain", 0.04, 0.0, 1.0, below=True),
+        Rule("learned",
              "a logistic regression over the draft's features predicting that the target would write another "
-             "token; escalate above the threshold", "probability the big model differs", 0.7, 0.0, 1.0, 0.01),
+             "token; escalate above the threshold", "probability the big model differs", 0.7, 0.0, 1.0),
     )
 }
 

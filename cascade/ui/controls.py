@@ -1,10 +1,9 @@
 """The request's controls: one per setting the generate endpoint takes (`GENERATE_INPUTS`).
 
 Every control that sets a request is named after its `GenerationConfig` field and takes its range and
-help from there, and its starting value from the page's start (`PAGE_START`: the library's defaults, but
-for the margin rule with a budget of 10%). The rule's dropdown offers the learned rule only when the page
-has a router, which `current_router` asks for when the page is built and when it loads; the page then
-starts by it (`page_start`).
+help from there, and its starting value from the page's start (`page_start`). The rule's dropdown offers the
+learned rule only when the page has a router, which `current_router` asks for when the page is built and when
+it loads.
 
 How much the big model writes is set one of two ways (`share_controls`): as a share of the tokens, in
 percent (the budget; the page's start), or, one tick away, as a threshold in the rule's units, dragged on
@@ -23,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import gradio as gr
 
-from ..engine.config import PAGE_START, GenerationConfig, limits
+from ..engine.config import GenerationConfig, limits
 from ..engine.policies import offered as offered_policies
 from ..routing.rules import RULE_TABLE
 from ..serving.examples import Example
@@ -35,6 +34,10 @@ Component = gr.components.Component
 
 # Returns the learned rule's router the page's engines use (None: none, and the rule is not offered).
 RouterSource = Callable[[], Any]
+
+# The page starts with the big model writing 10% of the tokens (a budget: the same promise on code and chat,
+# where no one threshold is), by the margin rule, or the learned router where the page has one (`page_start`).
+PAGE_START = GenerationConfig(rule="margin", threshold=0.1, budget=0.1)
 
 RULE_LABEL = "How the small model judges its own token"
 SHARE_LABEL = "How much the big model writes"
@@ -114,10 +117,8 @@ class ShareControls:
 
 
 def page_start(has_router: bool) -> GenerationConfig:
-    """The request the page starts with: `PAGE_START`, but by the learned router, at its own default
-    threshold, where the page has one (the project ships one for the small model file it was trained with,
-    recognised by the file). On text no evaluation uses it ranks the positions the big model would write
-    differently best of the rules (BENCHMARKS.md, "Which rule?"); without one the page keeps its rule."""
+    """The request the page starts with: `PAGE_START`, by the learned router at its default threshold where
+    the page has one."""
     if not has_router:
         return PAGE_START
     return PAGE_START.replace(rule="learned", threshold=RULE_TABLE["learned"].default)
@@ -161,7 +162,8 @@ def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareCo
     (`page_start`)."""
     seed_meta = limits(GenerationConfig, "seed")
     start = page_start(router is not None)
-    controls = {"policy": gr.Dropdown([(p.label, p.name) for p in offered_policies()], value=start.policy,
+    policies = [(rulewords.policy_label(p.name), p.name) for p in offered_policies()]
+    controls = {"policy": gr.Dropdown(policies, value=start.policy,
                                       label="Who writes", elem_classes="cascade-policy")}
     deciding, shares = share_controls(start)
     controls.update(deciding)

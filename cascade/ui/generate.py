@@ -18,7 +18,7 @@ from typing import Any, Callable, Generator, Iterator
 
 import gradio as gr
 
-from ..engine.config import GenerationConfig, request_settings
+from ..engine.config import GenerationConfig, RouterMissing
 from ..engine.engine import Engine
 from ..engine.events import Summary, TokenEvent, Written, complete_events
 from ..engine.models import ModelError
@@ -37,13 +37,12 @@ log = logging.getLogger(__name__)
 # (a pool: `EngineService.lease`); see `lent_engine`.
 EngineProvider = Callable[[Callable[[str], None]], Any]
 
-# The settings a visitor controls, in the order the generate endpoint takes them after prompt and mode.
-SETTINGS = request_settings(page=True)
+# The settings a visitor controls (GenerationConfig's fields), in the order the generate endpoint takes them
+# after prompt and mode. Raw mode, stop strings, the escalation grain and alternatives are the library's and the API's.
+SETTINGS = ("policy", "rule", "threshold", "budget", "k", "rollback_threshold", "bild_window", "lookup_ngram",
+            "max_tokens", "temperature", "top_p", "top_k", "seed", "system", "answer_prefix", "history")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
 MODES = ("chat", "raw")
-
-NO_ROUTER = ("the learned rule needs a router, and none is loaded on this page (the project ships one only for the "
-             "small model file it was trained with); choose another way for the small model to judge its token")
 
 
 def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
@@ -152,8 +151,10 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     earlier = conversation.turns_of(config.history, shown if isinstance(shown, Run) else None)
     try:
         with lent_engine(engine_provider, progress) as engine:
-            if config.needs_router and getattr(engine, "router", None) is None:
-                yield message_update(f"Please check the settings: {NO_ROUTER}.")
+            try:
+                config.check_router(getattr(engine, "router", None) is not None)
+            except RouterMissing as e:
+                yield message_update(f"Please check the settings: {e}.")
                 return
             run = Run(prompt, config, models=engine.pair.config, earlier=earlier, draft_path=draft_path(engine))
             pacer = Pacer()

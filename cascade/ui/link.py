@@ -1,25 +1,6 @@
-"""A link that replays a run: the page's settings in the URL's query string, read when the page loads.
-
-`?prompt=...&mode=raw&policy=cascade&rule=perplexity&threshold=3&k=4&max_tokens=64&temperature=0&seed=0`
-fills the controls; a setting out of its range (or unknown) is named in a message and the page's start is
-kept (`PAGE_START`); `rule=entropy` chooses a deferral rule, and the threshold is then read in that rule's
-units (its default when the link names none); a link that names no rule starts at the page's rule and
-threshold, unless it names a threshold: a link made before the page started at the margin rule left out
-the rule only when it was perplexity (`LINK_RULE_BEFORE`), so its threshold is read as perplexity;
-`budget=0.1` asks the big model for that share of the tokens (the threshold then moves as it writes); a
-link that names a threshold and no budget was made for a threshold (before the page had budgets, or with
-"Set a threshold instead" ticked), and opens with the threshold deciding (`budget` none), as it meant;
-`history=[["user","..."],["assistant","..."]]` (JSON) gives a follow-up's earlier turns, so the link asks
-its prompt as the next question of that conversation; a link longer than `conversation.LINK_LIMIT`
-characters is not offered (the run's file keeps a conversation of any length instead), and one whose
-conversation is longer than `HISTORY_LINK_LIMIT`, or not readable, is refused by name;
-`run=1` also starts the generation. Parameters are named after the settings (`GenerationConfig`'s
-fields), so a control added later is linkable under its setting's name. A link can never name a model
-file: only the settings in `GENERATE_INPUTS` are read.
-
-When the page loads, `make_apply_link` sets the controls a link names and says so, and `make_autorun`
-then generates if the link asked for it; "Copy link" writes one in the browser (`copy_link_js`).
-"""
+"""A link that replays a run: the page's settings as query parameters named after `GenerationConfig`'s
+fields (only those in `GENERATE_INPUTS`, so never a model file), read into the controls when the page loads
+(`make_apply_link`), `run=1` to generate at once; "Copy link" writes one in the browser (`copy_link_js`)."""
 
 from __future__ import annotations
 
@@ -29,10 +10,9 @@ from typing import Any, Mapping, Sequence
 
 import gradio as gr
 
-from ..engine.config import PAGE_START
 from ..routing.rules import RULE_TABLE, RULES
 from . import rulewords
-from .controls import RouterSource, current_router, page_start, trained_on
+from .controls import PAGE_START, RouterSource, current_router, page_start, trained_on
 from .conversation import (HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history,
                            waiting_html)
 from .generate import GENERATE_INPUTS, MODES, SETTINGS, EngineProvider, make_generate, request_config
@@ -58,9 +38,7 @@ class LinkSettings:
         return None
 
 
-# Before the page started at the margin rule (`PAGE_START`), "Copy link" left the rule out when it was the
-# default, perplexity: a link with a threshold and no rule was made then, and means perplexity. (Links copied
-# since always name their rule.)
+# A link with a threshold and no rule, as docs/page.md's example is, means the perplexity rule.
 LINK_RULE_BEFORE = "perplexity"
 
 
@@ -72,8 +50,8 @@ def page_defaults() -> dict[str, Any]:
 
 
 def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSettings:
-    """The controls' values a link's query parameters name, each checked on its own (the threshold in
-    the units of the link's rule). `rules`: the rules the page offers (the learned one needs a router)."""
+    """The controls' values a link's query parameters name, each checked on its own (the threshold in the units
+    of the link's rule, a threshold with no budget deciding alone). `rules`: the rules the page offers."""
     values: dict[str, Any] = {}
     problems: list[str] = []
     defaults = page_defaults()

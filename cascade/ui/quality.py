@@ -37,7 +37,7 @@ class Report:
 
     def candidates(self, config: GenerationConfig) -> list[dict[str, Any]]:
         """Results of the config's policy (and rule, where the policy has one)."""
-        reads = POLICY_TABLE[config.policy].settings if config.policy in POLICY_TABLE else ()
+        reads = POLICY_TABLE[config.policy].text_settings if config.policy in POLICY_TABLE else ()
         return [r for r in self.data["results"] if r["policy"] == config.policy
                 and ("threshold" not in reads or r["rule"] == config.rule)]
 

@@ -1,5 +1,5 @@
 """What the page says about a deferral rule (`cascade.rules`): its control's words, its slider, its axis,
-and one line per position, in plain words.
+and one line per position, in plain words; and each policy's name in the page's dropdown.
 
 A rule's number is read in its own units: perplexity (1 = certain), entropy (nats, 0 = certain), the
 margin between the two likeliest tokens (1 = certain; the big model writes BELOW the line), and a
@@ -16,14 +16,31 @@ from ..engine.analysis import as_rule
 from ..routing.rules import RULE_TABLE, Rule
 from .style import fmt_ppl, fmt_threshold
 
-# The perplexity slider keeps the range a visitor needs (the rule allows 0 to 1e6): below 1 every token
-# goes to the big model, and above 100 almost none does.
-PERPLEXITY_RANGE = (1.0, 100.0)
 DEFAULT_RULE = "perplexity"
+
+# What the page's dropdown says for each policy.
+POLICY_LABELS = {
+    "target": "target: the big model alone (the baseline)",
+    "draft": "draft: the small model alone",
+    "cascade": "cascade: small writes, big steps in where small is unsure",
+    "bild": "bild: cascade, and big may roll back small's recent tokens",
+    "speculative": "speculative: big checks k drafted tokens at once",
+    "lookup": "lookup: copies from earlier in the text, big checks the copy",
+    "lookup+draft": "lookup+draft: copies from the text where it can, else small drafts",
+    "auto": "auto: measures as it goes and picks the fastest way",
+    "seed": "seed: the original loop (re-reads the whole text per token)",
+}
+
+
+def policy_label(name: str) -> str:
+    """A policy as the page names it (its name, for one the page has no words for)."""
+    return POLICY_LABELS.get(name, name)
 
 
 @dataclass(frozen=True)
 class Words:
+    label: str  # the dropdown's choice
+    step: float  # the slider's step
     short: str  # the slider's label: "Threshold (entropy, nats)"
     number: str  # the number, as a noun: "the small model's entropy"
     axis: str  # the chart's y axis
@@ -34,28 +51,28 @@ class Words:
 
 WORDS: dict[str, Words] = {
     "perplexity": Words(
-        "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
+        "how unsure it is of its token (perplexity)", 0.1, "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
         "How unsure it is of the token it chose, as perplexity (1 = certain, 5 = as unsure as a pick among five "
         "equally likely words); above the threshold the big model writes.",
         "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
         "what-if.",
         "how unsure the small model is of the token it chose"),
     "entropy": Words(
-        "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
+        "how spread out its guesses are (entropy)", 0.05, "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
         "How spread out its guesses are over every token (entropy, in nats: 0 = one certain guess); above the "
         "threshold the big model writes.",
         "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
         "what-if.",
         "how spread out the small model's guesses are"),
     "margin": Words(
-        "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
+        "how close its two best guesses are (margin)", 0.01, "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
         "How far its best guess is ahead of its second (top-1 minus top-2 probability: 1 = certain, near 0 = a "
         "tie); BELOW the threshold the big model writes.",
         "Below this margin the small model hands a token to the big model. Move it after a run to see a "
         "what-if.",
         "how close the small model's two best guesses are"),
     "learned": Words(
-        "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
+        "a router's guess that the big model differs (learned)", 0.01, "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
         "A router, trained on where the big model chose another token, reads the small model's probabilities, "
         "recent tokens and position and predicts how likely the big model is to choose another token here; "
         "above the threshold the big model writes.",
@@ -75,7 +92,12 @@ def plain_name(rule: Rule | str, short: bool = False) -> str:
 
 def choices(has_router: bool) -> list[tuple[str, str]]:
     """The dropdown's (label, rule) pairs: every rule, the learned one only with a router."""
-    return [(r.label, r.name) for r in RULE_TABLE.values() if r.name != "learned" or has_router]
+    return [(label(r), r.name) for r in RULE_TABLE.values() if r.name != "learned" or has_router]
+
+
+def label(rule: Rule | str) -> str:
+    """The rule as the dropdown names it: "how close its two best guesses are (margin)"."""
+    return WORDS[as_rule(rule).name].label
 
 
 def offered(has_router: bool) -> tuple[str, ...]:
@@ -96,8 +118,8 @@ def rule_info(rule: Rule | str, trained_on: str | None = None) -> str:
 def slider_props(rule: Rule | str) -> dict[str, Any]:
     """The threshold slider for a rule: minimum, maximum, step, label, info and the default value."""
     rule = as_rule(rule)
-    lo, hi = PERPLEXITY_RANGE if rule.name == "perplexity" else (rule.low, rule.high)
-    return {"minimum": max(lo, rule.low), "maximum": min(hi, rule.high), "step": rule.step,
+    lo, hi = rule.useful_range
+    return {"minimum": lo, "maximum": hi, "step": WORDS[rule.name].step,
             "label": f"Threshold ({WORDS[rule.name].short})", "info": WORDS[rule.name].slider,
             "value": rule.default}
 

@@ -17,13 +17,13 @@ from .style import fmt_threshold
 def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
     """The settings of a run in words: the ones its policy reads, then length and sampling."""
     policy = POLICY_TABLE.get(config.policy)
-    rows = [("Way of writing (policy)", policy.label if policy else config.policy)]
+    rows = [("Way of writing (policy)", rulewords.policy_label(config.policy))]
     reads = policy.settings if policy else ()
     if "threshold" in reads:
         rule = RULE_TABLE.get(config.rule)
         if rule is not None:
-            rows.append(("How the small model judged its own token", f"{rule.label}: {rule.description}"))
-        if config.budget is not None:
+            rows.append(("How the small model judged its own token", f"{rulewords.label(rule)}: {rule.description}"))
+        if config.budget is not None and policy.uses_rule:
             rows.append(("How much the big model writes", f"{rulewords.share(config.budget)} of the tokens, asked: "
                                                           f"the threshold moved as the answer was written to "
                                                           f"keep that share (the summary says which it meant)"))
