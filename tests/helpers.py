@@ -6,6 +6,7 @@ from another.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
@@ -73,6 +74,24 @@ def in_thread(work, *args) -> threading.Thread:
     thread = threading.Thread(target=work, args=args, daemon=True)
     thread.start()
     return thread
+
+
+# ---- snapshots: the words a visitor reads, one file per surface ---------------------------------------
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+
+
+def assert_snapshot(surface: str, text: str) -> None:
+    """`text` is tests/snapshots/<surface>.txt, whole; CASCADE_UPDATE_SNAPSHOTS=1 writes it instead."""
+    path = SNAPSHOTS / f"{surface}.txt"
+    if os.environ.get("CASCADE_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no snapshot of {surface}: run the test with CASCADE_UPDATE_SNAPSHOTS=1"
+    kept = path.read_text(encoding="utf-8")
+    diff = "\n".join(difflib.unified_diff(kept.splitlines(), text.splitlines(), "kept", "now", lineterm=""))
+    assert text == kept, (f"the words of {surface} changed; if meant, run with CASCADE_UPDATE_SNAPSHOTS=1 "
+                          f"and read the diff of {path.relative_to(ROOT)}:\n{diff}")
 
 
 # ---- the command line ------------------------------------------------------------------------------
