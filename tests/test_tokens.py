@@ -15,7 +15,45 @@ from cascade.ui import tokens
 from cascade.ui.runfile import run_html
 from cascade.ui.style import RED
 
+from .helpers import assert_snapshot
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev, spans
+
+
+def seen(markup: str) -> str:
+    """What a visitor reads of a panel: its text, then each hover, one a line."""
+    hovers = [html.unescape(t) for t in re.findall(r'title="([^"]*)"', markup)]
+    text = html.unescape(re.sub(r"<[^>]+>", "", markup))
+    return text + "".join(f"\n  hover: {h}" for h in hovers)
+
+
+def surface() -> list[tuple[str, str]]:
+    """The text panel's words and hovers over recorded runs, labelled by case."""
+    escalated = [read(0, " sat", 0.4, 0.35, 1.9, status="escalated"),
+                 TokenEvent(position=0, token_id=7, text=" lay", source="target", status="accepted", draft_ppl=None,
+                            target_ppl=1.5, t=0.2)]
+    return [
+        ("the run", tokens.text_panel(Routing(CASCADE), run_threshold=5.0)),
+        ("a what-if threshold", tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=1.5)),
+        ("a what-if, some positions unscored", tokens.text_panel(Routing(SPECULATIVE), run_threshold=5.0,
+                                                                 threshold=1.2)),
+        ("no what-if: the big model alone", tokens.text_panel(Routing(TARGET_ONLY), run_threshold=5.0, threshold=1.2)),
+        ("a what-if by another rule", tokens.text_panel(Routing(READ), run_threshold=5.0, run_rule="perplexity",
+                                                        rule="margin", threshold=0.4)),
+        ("no what-if: the learned router without scores", tokens.text_panel(Routing(READ), run_threshold=5.0,
+                                                                             rule="learned", threshold=0.5)),
+        ("a run judged by the margin rule", tokens.tokens_html(Routing(escalated), run_rule="margin")),
+        ("a what-if share", tokens.text_panel(Routing(CASCADE), run_threshold=5.0, budget=0.4)),
+        ("a what-if threshold on a run a share decided", tokens.text_panel(Routing(CASCADE), run_threshold=5.0,
+                                                                            run_budget=0.2, threshold=1.5)),
+        ("a what-if share by another rule", tokens.text_panel(Routing(READ), run_threshold=5.0, run_budget=0.2,
+                                                              rule="margin", budget=0.5)),
+        ("rolled back", tokens.tokens_html(Routing([ev(0, " q", status="rolled_back", draft_ppl=1.5, target_ppl=40.0),
+                                                    ev(0, " r", source="target")]))),
+    ]
+
+
+def test_the_text_panel_reads_as_kept():
+    assert_snapshot("tokens", "".join(f"## {label}\n{seen(markup)}\n\n" for label, markup in surface()))
 
 
 def test_model_text_is_escaped_in_the_text_and_in_the_hover():
@@ -46,7 +84,7 @@ def test_an_escalated_draft_token_is_told_in_the_hover_of_the_red_token():
     assert "sat" not in re.sub(r'title="[^"]*"', "", markup)  # not inline
     title = html.unescape(re.search(r'<span class="tok red target" title="([^"]*)"', markup).group(1))
     assert "“ sat”" in title and "7.00" in title and "unsure" in title
-    assert "big model's perplexity of this token: 1.50" in title
+    assert "1.50" in title  # the big model's perplexity of its token
 
 
 def test_rejected_and_rolled_back_draft_tokens_are_struck_through_where_they_were_drafted():
@@ -72,7 +110,7 @@ def test_moving_the_threshold_recolours_the_recorded_tokens_as_a_what_if():
     assert 'data-view="whatif"' in low and "What-if" in low and "nothing was regenerated" in low
     assert spans(low, "red") == [" cat", " lay", " <b>&amp;</b>"]  # recorded perplexities 2.0, 7.0, 3.0 > 1.5
     assert spans(high, "red") == []
-    assert "3 of 5 tokens would have gone to the big model, against 1 of 5 in the real run" in low
+    assert "3 of 5 tokens" in low and "1 of 5" in low
 
 
 def test_the_run_threshold_itself_shows_the_real_run():
@@ -84,7 +122,7 @@ def test_the_run_threshold_itself_shows_the_real_run():
 def test_positions_without_a_draft_score_have_no_what_if():
     panel = tokens.text_panel(Routing(SPECULATIVE), run_threshold=5.0, threshold=1.2)
     assert spans(panel, "nowhatif") == [" v"]
-    assert "3 of 4 tokens would have gone to the big model, against 2 of 5 in the real run" in panel
+    assert "3 of 4 tokens" in panel and "2 of 5" in panel
     only_target = tokens.text_panel(Routing(TARGET_ONLY), run_threshold=5.0, threshold=1.2)
     assert "No what-if" in only_target and 'data-view="run"' in only_target
     assert spans(only_target, "red") == [" t0", " t1", " t2"]
@@ -118,17 +156,15 @@ def test_a_what_if_by_another_rule_recolours_by_its_numbers_and_says_which():
     assert spans(panel, "whatif-target") == [" cat", " sat"]  # margins below 0.4
     would, scored, total = routing.whatif_counts(0.4, "margin")
     text = html.unescape(panel)
-    assert "By the margin rule at threshold 0.4" in text and "the small model's margin is below the threshold" in text
-    assert f"{would} of {scored} tokens would have gone to the big model, against 0 of {total}" in text
-    assert "what-if by the margin rule at threshold 0.4: the small model's margin 0.050 is below it" in text
+    assert "margin rule" in text and "0.4" in text and "0.050" in text  # the rule, its threshold, a token's margin
+    assert f"{would} of {scored} tokens" in text and f"0 of {total}" in text
     # The run's own rule and threshold: the run as it was.
     assert 'data-view="run"' in tokens.text_panel(routing, run_threshold=5.0, rule="perplexity", threshold=5.0)
 
 
 def test_a_rule_whose_numbers_the_run_lacks_shows_the_run_and_says_so():
     panel = tokens.text_panel(Routing(READ), run_threshold=5.0, rule="learned", threshold=0.5)
-    assert 'data-view="run"' in panel and "No what-if by the learned router" in html.unescape(panel)
-    assert "no router scored its tokens" in html.unescape(panel)
+    assert 'data-view="run"' in panel and "No what-if" in panel and "learned router" in panel
 
 
 def test_a_run_judged_by_another_rule_tells_its_number_in_the_hover():
@@ -136,8 +172,7 @@ def test_a_run_judged_by_another_rule_tells_its_number_in_the_hover():
                  TokenEvent(position=0, token_id=7, text=" lay", source="target", status="accepted", draft_ppl=None,
                             target_ppl=1.5, t=0.2)]
     markup = html.unescape(tokens.tokens_html(Routing(escalated), run_rule="margin"))
-    assert "was unsure of it (the small model's margin was below the threshold)" in markup
-    assert "the small model's margin for its proposal (margin rule): 0.050" in markup
+    assert "unsure" in markup and "margin rule" in markup and "0.050" in markup
 
 
 # ---- code shown as code ----------------------------------------------------------------------------
@@ -266,11 +301,8 @@ def test_a_what_if_by_a_share_recolours_by_the_replayed_thresholds_and_says_what
     whatif = routing.whatif(Decision("perplexity", 5.0, 0.4))
     text = html.unescape(panel)
     assert 'data-view="whatif"' in panel and len(spans(panel, "whatif-target")) == whatif.counts[0]
-    assert (f"With the big model writing 40% of the tokens (this run used threshold 5), {whatif.counts[0]} of 5 "
-            f"tokens would have gone to the big model, against 1 of 5 in the real run") in text
-    assert "the threshold moved as the answer went" in text or "the threshold stayed at" in text
-    assert "would</b> have gone to the big model with the what-if share" in text
-    assert "what-if with the big model writing 40% (the threshold here:" in text  # each token's hover
+    assert "40%" in text and f"{whatif.counts[0]} of 5 tokens" in text and "1 of 5" in text
+    assert text.count("40%") > len(accepted(CASCADE))  # each token's hover names the share too
 
 
 def test_a_run_a_share_decided_shows_as_it_was_at_its_share_and_a_threshold_is_a_what_if():
@@ -278,8 +310,7 @@ def test_a_run_a_share_decided_shows_as_it_was_at_its_share_and_a_threshold_is_a
     same = tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=3.0, budget=0.2)
     assert 'data-view="run"' in same and same == tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2)
     by_threshold = html.unescape(tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=1.5))
-    assert "At threshold 1.5 (this run asked for 20%), 3 of 5 tokens would have gone to the big model" in by_threshold
+    assert "1.5" in by_threshold and "20%" in by_threshold and "3 of 5 tokens" in by_threshold
     other_rule = html.unescape(tokens.text_panel(Routing(READ), run_threshold=5.0, run_budget=0.2, rule="margin",
                                                  budget=0.5))
-    assert "By the margin rule, with the big model writing 50% of the tokens (this run asked for 20% by the " \
-           "perplexity rule)" in other_rule
+    assert all(words in other_rule for words in ("margin rule", "50%", "20%", "perplexity rule"))
