@@ -24,6 +24,7 @@ from gradio_client import Client  # noqa: E402
 
 from cascade import GenerationConfig, ModelConfig, ModelError  # noqa: E402
 from cascade.engine.config import limits  # noqa: E402
+from cascade.engine.config import RouterMissing  # noqa: E402
 from cascade.ui.controls import PAGE_START  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
 from cascade.routing.budget import replay  # noqa: E402
@@ -404,7 +405,7 @@ def test_the_generate_endpoint_takes_the_rule_and_judges_the_threshold_in_its_un
 def test_the_learned_rule_needs_a_router_and_runs_with_one(toy_engine):
     generate = make_generate(lambda progress: toy_engine)  # the toy engine has no router
     *_, (html, _, summary, text, run, _) = generate(*page_inputs(rule="learned", threshold=0.5))
-    assert "the learned rule needs a router, and none is loaded on this page" in summary and run is None
+    assert str(RouterMissing()) in summary and run is None
 
     routed = Engine(toy_engine.pair, router=toy_router())
     *_, (html, _, summary, text, run, _) = make_generate(lambda progress: routed)(*page_inputs(rule="learned",

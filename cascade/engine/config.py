@@ -37,8 +37,8 @@ class RouterMissing(SettingError):
 
     def __init__(self) -> None:
         super().__init__("rule", "the learned rule needs a router, and none is loaded (routers ship only for the "
-                                 "small model files they were trained with); choose another rule, or name a router "
-                                 "with --router or CASCADE_ROUTER")
+                                 "small model files they were trained with); choose another rule (whoever runs the "
+                                 "models can name a router with --router or CASCADE_ROUTER)")
 
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:

@@ -57,6 +57,8 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
     defaults = page_defaults()
     if "threshold" in query and "rule" not in query:  # an older link's threshold: its rule was perplexity
         query = {**query, "rule": LINK_RULE_BEFORE}
+    if "threshold" in query and "budget" not in query:  # a threshold's link: the threshold decides, and is judged
+        defaults = {**defaults, "budget": None}
     # The rule first: it says in which units the threshold is read.
     for name in sorted(query, key=lambda n: (n != "rule", n == "history")):  # history: after the mode
         raw = query[name]
