@@ -11,8 +11,9 @@ import pytest
 from cascade.engine.analysis import Decision, Routing
 from cascade.engine.events import TokenEvent
 from cascade.ui import chart
-from cascade.ui.style import RED
+from cascade.ui.style import BLUE, GREY, RED
 
+from .helpers import assert_snapshot
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted
 
 
@@ -22,6 +23,11 @@ def token_traces(spec):
 
 def threshold_traces(spec):
     return [t for t in spec["data"] if t["meta"] == "threshold"]
+
+
+def by_colour(spec) -> dict:
+    """The token traces by colour: RED (to the big model), BLUE (to the small one), GREY (no what-if)."""
+    return {t["marker"]["color"]: t for t in token_traces(spec)}
 
 
 @pytest.mark.parametrize("events", [CASCADE, SPECULATIVE, TARGET_ONLY], ids=["cascade", "speculative", "target"])
@@ -55,9 +61,8 @@ def test_positions_the_draft_never_scored_show_the_targets_own_perplexity_as_hol
 
 def test_the_what_if_chart_recolours_points_and_draws_both_thresholds():
     spec = chart.figure_spec(Routing(CASCADE), run_threshold=5.0, threshold=2.5)
-    by_name = {t["name"]: t for t in token_traces(spec)}
-    assert sorted(by_name["what-if: would go to the big model"]["x"]) == [2, 3]
-    assert sorted(by_name["what-if: would stay with the small model"]["x"]) == [0, 1, 4]
+    assert sorted(by_colour(spec)[RED]["x"]) == [2, 3]
+    assert sorted(by_colour(spec)[BLUE]["x"]) == [0, 1, 4]
     assert sorted(t["y"][0] for t in threshold_traces(spec)) == [2.5, 5.0]
 
 
@@ -69,8 +74,7 @@ def test_at_the_run_threshold_or_without_a_draft_score_the_chart_shows_the_run()
 def test_the_page_gets_the_chart_as_a_plotly_figure():
     figure = chart.perplexity_figure(Routing(SPECULATIVE), 5.0, 1.2)
     assert isinstance(figure, go.Figure)
-    assert {t.name for t in figure.data} >= {"what-if: would go to the big model",
-                                             "no what-if (not scored by the small model)"}
+    assert {t.marker.color for t in figure.data if t.meta == "tokens"} == {RED, BLUE, GREY}
 
 
 def test_the_page_plot_is_exactly_the_json_the_figure_would_send():
@@ -122,15 +126,14 @@ def test_the_points_are_the_chosen_rules_scores_on_a_linear_axis(rule):
 def test_margin_says_below_the_line_goes_to_the_big_model():
     spec = chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")
     (line,) = threshold_traces(spec)
-    assert "below it, the big model writes" in line["name"]
+    assert "below" in line["name"]
     assert "below the line" in spec["layout"]["yaxis"]["title"]["text"]
     assert spec["layout"]["yaxis"]["range"] == [-0.03, 1.03]
     hovers = html.unescape(" ".join(t for trace in token_traces(spec) for t in trace["text"]))
-    assert "the big model writes where this is below the threshold" in hovers
+    assert "below the threshold" in hovers
     # A what-if by margin: below the new line goes red.
     whatif = chart.figure_spec(Routing(MARGIN_RUN), 0.4, 0.32, run_rule="margin")
-    by_name = {t["name"]: t for t in token_traces(whatif)}
-    assert sorted(by_name["what-if: would go to the big model"]["x"]) == [1, 2]  # margins 0.3 and 0.05
+    assert sorted(by_colour(whatif)[RED]["x"]) == [1, 2]  # margins 0.3 and 0.05
     assert sorted(t["y"][0] for t in threshold_traces(whatif)) == [0.32, 0.4]
 
 
@@ -142,10 +145,8 @@ def test_perplexity_keeps_its_log_axis_and_its_chart_as_before():
 
 def test_a_what_if_by_another_rule_plots_that_rules_scores_and_only_its_threshold():
     spec = chart.figure_spec(Routing(MARGIN_RUN), 5.0, 1.0, run_rule="perplexity", rule="entropy")
-    by_name = {t["name"]: t for t in token_traces(spec)}
-    assert sorted(by_name["what-if: would go to the big model"]["x"]) == [1, 2]  # entropies 1.1 and 1.9
-    assert dict(zip(by_name["what-if: would go to the big model"]["x"],
-                    by_name["what-if: would go to the big model"]["y"])) == {1: 1.1, 2: 1.9}
+    red = by_colour(spec)[RED]
+    assert dict(zip(red["x"], red["y"])) == {1: 1.1, 2: 1.9}  # entropies 1.1 and 1.9
     assert [t["y"][0] for t in threshold_traces(spec)] == [1.0]  # the run's perplexity line has no place here
     assert "entropy" in spec["layout"]["title"]["text"] and spec["layout"]["yaxis"]["type"] == "linear"
 
@@ -156,7 +157,7 @@ def test_positions_without_the_rules_number_lie_along_the_bottom():
     traces = token_traces(spec)
     assert sum(len(t["x"]) for t in traces) == 4 and all(t.get("yaxis") == "y2" for t in traces)
     assert spec["layout"]["yaxis2"]["visible"] is False
-    assert "no router scored this position" in html.unescape(traces[0]["text"][0])
+    assert "router" in html.unescape(traces[0]["text"][0])
 
 
 # ---- which rule decides best ------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def test_the_rules_figure_has_a_curve_per_rule_the_run_and_the_break_even():
     (run,) = [t for t in spec["data"] if t["meta"] == "run"]
     assert (run["x"], run["y"]) == ([20], [80])
     (line,) = [t for t in spec["data"] if t["meta"] == "break_even"]
-    assert line["x"] == [6, 6] and line["name"] == "sharing pays left of here on this machine"
+    assert line["x"] == [6, 6] and line["name"] == chart.BREAK_EVEN_NAME
     assert "%" in spec["layout"]["xaxis"]["ticksuffix"] and "big model" in spec["layout"]["xaxis"]["title"]["text"]
     without = chart.rules_figure_spec(curves)
     assert {t["meta"] for t in without["data"]} == {"curve"}  # no run point, no break-even measured: none drawn
@@ -208,11 +209,46 @@ def test_a_run_at_0_or_100_percent_is_drawn_whole_on_the_rules_figure():
 def test_a_share_draws_the_threshold_it_moved_position_by_position():
     routing = Routing(CASCADE)
     whatif, run_line = threshold_traces(chart.figure_spec(routing, 5.0, budget=0.4))
-    assert len(whatif["y"]) == 5 and "what-if threshold, moved for a 40% share" in whatif["name"]
+    assert len(whatif["y"]) == 5 and "40%" in whatif["name"] and whatif["line"]["dash"] != run_line["line"]["dash"]
     assert whatif["y"] == [t if t != float("inf") else None for t in
                            routing.whatif(Decision("perplexity", 5.0, 0.4)).thresholds]
     assert run_line["y"] == [5.0, 5.0]  # the run's own, a threshold's
     # A run a share decided draws the threshold it moved; still being written, none (drawn once finished).
     (line,) = threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2))
-    assert len(line["x"]) == 5 and line["name"] == "threshold, moved for a 20% share"
+    assert len(line["x"]) == 5 and "20%" in line["name"]
     assert threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2, run_line=False)) == []
+
+
+# ---- the chart's words: one snapshot -----------------------------------------------------------------
+
+def words(spec) -> str:
+    """What a visitor reads of a chart: its title and axes, each trace's name, then its hovers."""
+    layout = spec["layout"]
+    out = [f"title: {layout.get('title', {}).get('text', '')}"]
+    out += [f"{axis}: {layout[axis]['title']['text']}" for axis in ("xaxis", "yaxis") if "title" in layout.get(axis, {})]
+    for trace in spec["data"]:
+        out.append(f"- {trace['name']}")
+        out += [f"    {html.unescape(text)}" for text in trace.get("text", [])]
+    return "\n".join(out)
+
+
+def test_the_charts_words_read_as_kept():
+    from cascade.routing.curves import Curve
+
+    curves = {"perplexity": Curve("perplexity", (0.0, 0.5, 1.0), (0.6, 0.9, 1.0), (5.0, 2.0, None)),
+              "margin": Curve("margin", (0.0, 0.25, 1.0), (0.6, 0.95, 1.0), (0.0, 0.3, None))}
+    cases = [
+        ("the run", chart.figure_spec(Routing(CASCADE), run_threshold=5.0)),
+        ("a what-if threshold", chart.figure_spec(Routing(CASCADE), run_threshold=5.0, threshold=2.5)),
+        ("a what-if, some positions unscored", chart.figure_spec(Routing(SPECULATIVE), 5.0, 1.2)),
+        ("the big model alone", chart.figure_spec(Routing(TARGET_ONLY), run_threshold=5.0)),
+        ("the margin rule", chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")),
+        ("a what-if by another rule", chart.figure_spec(Routing(MARGIN_RUN), 5.0, 1.0, run_rule="perplexity",
+                                                        rule="entropy")),
+        ("the learned rule without a router", chart.figure_spec(Routing(MARGIN_RUN), 0.5, run_rule="learned")),
+        ("a what-if share", chart.figure_spec(Routing(CASCADE), 5.0, budget=0.4)),
+        ("a run a share decided", chart.figure_spec(Routing(CASCADE), 5.0, run_budget=0.2)),
+        ("the rules", chart.rules_figure_spec(curves, run_point=(0.2, 0.8), break_even=0.06,
+                                              run_name="this run (cascade)")),
+    ]
+    assert_snapshot("chart", "".join(f"## {label}\n{words(spec)}\n\n" for label, spec in cases))
