@@ -3,8 +3,8 @@
 written once by the engine, then its events are replayed through the page (served in this process, driven
 by a client process as `page-bench` does) at a steady pace, so that only the page works. Reported for two
 pacings: the page's own (a picture at most every UPDATE_EVERY_S), and pictures only at the start and the
-end (what Gradio costs with nothing drawn between). For each: the page threads' CPU over the page's time
-(as the real-tier test `test_the_page_streams_at_the_engines_own_speed` bounds it), split into Gradio's
+end (what Gradio costs with nothing drawn between). For each: the page threads' CPU over the page's time,
+split into Gradio's
 event loop and its workers (where our handler draws), the pictures drawn and our drawing's CPU per picture.
 
     python lab/scripts/page-cpu.py DRAFT.gguf TARGET.gguf [TOKENS] [ROUNDS] [TOKENS_PER_S]
