@@ -1,10 +1,5 @@
-"""Every default in one place, with the reason for it.
-
-The command line's flags and the page's controls read their defaults, ranges and help text from the
-field metadata here, so a default is changed once and everywhere. `GenerationConfig.validate` is the one
-place a setting is judged (a `SettingError` names the field); `GenerationConfig.parse` turns loosely typed
-values (a page's controls, a link's query string) into a config through it.
-"""
+"""Every default, range and help text in one place (flags and controls read them from the field metadata);
+`GenerationConfig.validate` is the one judge of a setting, `parse` the way in for loosely typed values."""
 
 from __future__ import annotations
 
@@ -17,11 +12,9 @@ from typing import Any, Mapping
 from ..routing.rules import RULE_TABLE, RULES, Rule, plain_number
 from .policies import POLICIES, POLICY_TABLE, SPANS
 
-# Official Qwen2.5 instruct GGUF files, same tokenizer, 0.5B drafts for 1.5B; the draft is Q4_0, faster on a CPU
-# than the seed's Q4_K_M (BENCHMARKS.md).
+# Official Qwen2.5 instruct GGUF files sharing a tokenizer; the Q4_0 draft is the faster one on a CPU.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
-# The seed's own draft is one setting away: CASCADE_DRAFT=.../qwen2.5-0.5b-instruct-q4_k_m.gguf (docs/hosting.md).
 
 
 class SettingError(ValueError):
@@ -42,8 +35,7 @@ class RouterMissing(SettingError):
 
 
 def _opt(default: Any, help: str, **limits: Any) -> Any:
-    """A dataclass field whose metadata carries help text, an allowed range (min, max) and, for the
-    model settings, the environment variable and flag that set it."""
+    """A dataclass field whose metadata holds its help, range (min, max) and, for models, env and flag."""
     return field(default=default, metadata={"help": help, **limits})
 
 
@@ -63,17 +55,12 @@ class ModelConfig:
                       env="CASCADE_N_CTX", flag="--n-ctx")
     # Prompt processing is batched this many tokens at a time; verification batches are far smaller.
     n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096, env="CASCADE_N_BATCH", flag="--n-batch")
-    # 0 runs on the CPU with any llama-cpp-python build; a GPU needs a build with CUDA or Metal, and
-    # then -1 offloads every layer.
+    # 0 runs on any build's CPU; a GPU needs a CUDA or Metal build.
     n_gpu_layers: int = _opt(0, "layers of each model to offload to a GPU (-1: all)", min=-1, max=10000,
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
-    # The learned rule's router (`routing/router.py`): a JSON file; "none" for no router. Unset, the shipped one,
-    # trained on the real pair this project measures with.
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
-    # Slots: generations that share one pair of models, their model calls decoded in one batch per step
-    # (engine/batching.py). The library loads one; the page and `serve` four (`serving`; BENCHMARKS.md,
-    # "How many at once?").
+    # Slots (engine/batching.py): the library loads one, the page and `serve` four (`serving`).
     parallel: int = _opt(1, "generations that run at once over one pair of models (slots)", min=1,
                          max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True, serving=4)
 
@@ -99,38 +86,26 @@ class GenerationConfig:
     """One request: which policy writes, and how it decides."""
 
     policy: str = _opt("cascade", "who writes: " + ", ".join(POLICIES), choices=POLICIES)
-    # How the draft judges its own token (`routing/rules.py`): the seed's perplexity by default.
     rule: str = _opt("perplexity", "cascade, bild: how the draft judges its own token: " + ", ".join(RULES),
                      choices=RULES)
-    # In the rule's own units and range; unset, the rule's default. The seed's value for perplexity: the
-    # draft keeps a token unless exp(-logprob) > 5, i.e. its probability < 0.2. Perplexity is never below
-    # 1, so a threshold under 1 sends every token to the target.
+    # Unset, the rule's default (perplexity's 5: the draft keeps a token it gives probability >= 0.2).
     threshold: float | None = _opt(None, "escalate a draft token the rule finds doubtful beyond this (in the rule's "
                                    "units; default: the rule's own)", type=float)
-    # A share, not a threshold: the engine sets the rule's threshold as it writes so that the big model writes
-    # about this share of the tokens (`routing/budget.py`), the same promise on code as on chat. Unset, the
-    # threshold decides as given.
     budget: float | None = _opt(None, "the share of tokens the big model should write, 0 to 1 (0.1: one in ten); "
                                 "set, the engine moves the rule's threshold as it writes to deliver it, and "
                                 "threshold is not used", type=float, min=0.0, max=1.0)
-    # How much the target writes once a position is escalated (`loop.py`, "span"): the seed's one token; a span
-    # that goes on while the target itself is unsure of what it wrote ("sure": its probability of its token
-    # under SURE); or the rest of the line ("line"). A span is at most SPAN_MAX tokens, and its tokens count
-    # against a budget as the target's.
+    # At most SPAN_MAX tokens; they count against a budget as the target's.
     span: str = _opt("token", "cascade, bild: what the target writes once the rule escalates a position: token (that "
                      "one), sure (on until it is sure of its own token), line (on to the end of the line)",
                      choices=SPANS)
     # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
     k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32)
-    # BiLD's rollback: the target overrules a draft token it finds this unlikely (ppl e^3 ~ 20,
-    # inside the paper's 2-5 nats of cross-entropy).
+    # ppl e^3 ~ 20, inside the BiLD paper's 2-5 nats of cross-entropy.
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
                                      min=1.0, max=1e6)
-    # BiLD checks only when the draft falls back; this bounds how long text waits unchecked (and memory:
-    # one row of logits per pending token).
+    # Bounds how long text waits unchecked, and memory (one row of logits per pending token).
     bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
-    # Prompt lookup looks for the text's last n tokens earlier in the text, the longest n first: 3 is
-    # prompt lookup decoding's own default (Saxena 2023). Longer n-grams match more rarely and more surely.
+    # 3 is prompt lookup decoding's own default (Saxena 2023).
     lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16)
     max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
     # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
@@ -138,23 +113,19 @@ class GenerationConfig:
     top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0)
     top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000)
     seed: int = _opt(0, "random seed for sampling", min=0, max=2**32 - 1)
-    # Instruct models answer a chat turn; raw completion continues the text as written.
     chat: bool = _opt(True, "wrap the prompt in the model's chat template")
     # Chat only; empty keeps the template's own default (Qwen2.5's "You are Qwen, created by Alibaba Cloud...").
     system: str = _opt("", "chat: the system message (default: the chat template's own)")
-    # Read by both models as the start of the answer, never written by them: "```python\n" asks for code the
-    # way Qwen's own HumanEval harness does. Stop strings are looked for in what the models write after it.
+    # "```python\n" asks for code as Qwen's HumanEval harness does; stop strings are sought only after it.
     answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
-    # Earlier turns of a chat, oldest first: ("user", text) and ("assistant", text) in turn, before the prompt.
+    # Oldest first, before the prompt.
     history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
-    # Each token event can carry each model's likeliest tokens at its position (an API's top_logprobs);
-    # 0 records none and costs nothing.
+    # An API's top_logprobs; 0 costs nothing.
     alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 
     def __post_init__(self) -> None:
-        # Read back from JSON (a run file, a link, an API body), sequences arrive as lists; a config is
-        # frozen and compared by value, so they are kept as tuples whatever way they came in.
+        # Lists from JSON become tuples: a config is frozen and compared by value.
         if isinstance(self.stop, list):
             object.__setattr__(self, "stop", tuple(self.stop))
         if isinstance(self.history, list):
@@ -214,9 +185,7 @@ class GenerationConfig:
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], base: "GenerationConfig | None" = None) -> "GenerationConfig":
-        """A validated config from loosely typed values: numbers as numbers or text ("5", "0.7"), an
-        integral float for an integer setting; unnamed settings keep `base`'s values. ValueError names
-        the first bad one."""
+        """A validated config from loosely typed values ("5", 0.7, 3.0 for an int); unnamed ones keep `base`'s."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - set(fields))
         if unknown:
@@ -254,8 +223,7 @@ def _check_value(f: dataclasses.Field, value: Any) -> None:
 
 
 def _as_type(f: dataclasses.Field, value: Any) -> Any:
-    """The value converted to the field's type where that is unambiguous; otherwise unchanged, for
-    `validate` to refuse by name."""
+    """The value in the field's type where that is unambiguous; else unchanged, for `validate` to refuse."""
     kind = _kind(f)
     if kind in (int, float) and isinstance(value, str):
         try:
