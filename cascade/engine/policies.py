@@ -1,21 +1,7 @@
-"""Every policy, in one registry: what it is called, what settings it reads, and how it writes a round.
-
-The loop (`loop.py`) is one draft-then-check loop; a policy object answers its questions, as
-transformers' candidate generators do for assisted decoding:
-- `drafts`: does the draft model propose tokens at all?
-- `looks_up`: are tokens first copied from earlier in the text where its end occurred before (prompt
-  lookup, `lookup.py`)? Then the draft model proposes only where lookup finds nothing.
-- `escalates`: when the draft doubts a token (its rule past the threshold), does the target take that
-  position? Only such a policy judges the draft's doubt (`judges`), and so reads the rule.
-- `window`: how many proposed tokens wait for the target's check before it reads them (0: a drafted
-  token counts at once), and `verify`: which of them the target keeps, and what it writes next.
-`Auto` chooses among the others round by round from measured costs (`auto.py`); `Seed` is the original
-idea's own loop (`seed.py`, which `Engine.generate` runs in place of the engine's), kept as the baseline.
-
-Adding a policy is one class (or an instance of one) and one entry in `POLICY_TABLE`: the config's
-validation, the command line's choices, the page's dropdown and the API's models all read the table.
-A policy reads its request through `Reads`, so this module imports no config, model or loop.
-"""
+"""Every policy in one registry (`POLICY_TABLE`, which validation, flags, page and API all read): its name,
+the settings it reads, and its answers to the draft-then-check loop's questions (`loop.py`): `drafts`,
+`looks_up`, `escalates`, `window` and `verify`. A policy reads its request through `Reads`, so this module
+imports no config, model or loop."""
 
 from __future__ import annotations
 
@@ -28,17 +14,13 @@ from .events import Status
 from .sampling import Sampler
 
 
-# The escalation grain (`GenerationConfig.span`): once the rule escalates a position, the target writes it and,
-# for a span, goes on writing while the span lasts, the draft silent. "sure": while the target's probability of
-# the token it wrote is under SURE (a round 90%, chosen before any measurement: where the big model is unsure
-# too, the text is hard, and the small model would likely be worse). "line": to the end of the line (code's
-# unit). Never more than SPAN_MAX tokens at once.
+# The escalation grain (`GenerationConfig.span`): the escalated token; on while the target's own probability is
+# under SURE (where it is unsure too, the draft would likely be worse); or to the end of the line. At most SPAN_MAX.
 SPANS = ("token", "sure", "line")
 SURE = 0.9
 SPAN_MAX = 16
 
-# What a policy that judges the draft's doubt reads: the rule, and its threshold; a policy whose rule decides
-# who writes the text (`uses_rule`) also reads a budget, which moves the threshold as it writes.
+# What a policy that judges doubt reads; one whose rule decides who writes (`uses_rule`) also reads a budget.
 JUDGED = ("rule", "threshold")
 SHARED = JUDGED + ("budget",)
 
@@ -54,8 +36,8 @@ class Reads(Protocol):
 
 
 def span_goes_on(span: str, written: int, p_target: float, piece: str) -> bool:
-    """Whether the target writes the next position too, having written `written` tokens since the rule
-    escalated (the escalated one included), the last with its own probability `p_target` and text `piece`."""
+    """Whether the target writes the next position too, having written `written` tokens of the span, the last
+    with its own probability `p_target` and text `piece`."""
     if span == "token" or written >= SPAN_MAX:
         return False
     if span == "sure":
@@ -74,16 +56,13 @@ class Check:
 
 
 class Policy:
-    """The engine's loop, writing each round one way. The base class is the target alone's check rule:
-    keep the proposals the target would have chosen itself (greedy), then its own token."""
+    """One way of writing a round; the base class verifies as the target alone: greedy prefix match."""
 
     drafts = True  # the draft model proposes tokens (False: it is never called)
     looks_up = False  # prompt lookup proposes first; the draft (if it drafts) only where lookup finds nothing
     escalates = True  # a doubtful draft token is discarded and the target writes that position
     steered = False  # each round's way is chosen from measured costs (auto)
-    # Every token it writes is the target's own choice (greedy) or an exact rejection-sampling draw: its
-    # text is the target's, up to the numerics of batched evaluation on quantized models.
-    lossless = False
+    lossless = False  # its text is the target's (greedy or exact rejection sampling), up to batched numerics
     discarded: Status = "rejected"  # what a proposal the target's check did not keep is called
     own_loop = False  # it runs a loop of its own instead of the engine's (the seed's)
 
@@ -104,8 +83,7 @@ class Policy:
 
     @property
     def uses_rule(self) -> bool:
-        """Whether its rule decides who writes the text, so a budget can set its threshold (a policy that
-        judges only to end a round early, as speculative decoding does, writes the target's text either way)."""
+        """Whether its rule decides who writes the text (not merely ends a round early), so a budget applies."""
         return "budget" in self.settings
 
     @property
@@ -122,8 +100,7 @@ class Policy:
         return 0
 
     def verify(self, check: Check, sampler: Sampler, config: Reads) -> tuple[int, int]:
-        """How many of the proposed tokens the target keeps, and its own token for the next position.
-        Greedy verification is prefix matching: the token after the last match is always the target's own."""
+        """How many of the proposed tokens the target keeps, and its own token for the next position."""
         for i, token in enumerate(check.tokens):
             best = int(np.argmax(check.rows[i]))
             if best != token:
@@ -165,11 +142,8 @@ class Bild(Cascade):
 
 
 class Speculative(Policy):
-    """Up to k proposals, checked by the target in one batch: the longest acceptable prefix, then its own
-    token. Sampling, each proposal is kept with probability min(1, p/q) (rejection sampling), so the text
-    follows the target's distribution exactly. A drafted token the rule doubts ends the round early: the
-    target checks what is pending and writes that position itself (drafting on past it would mostly be
-    refused)."""
+    """Up to k proposals checked in one batch: the longest acceptable prefix (min(1, p/q) when sampling), then
+    the target's token; a token the rule doubts ends the round early."""
 
     lossless = True
 
