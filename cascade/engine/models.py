@@ -1,9 +1,5 @@
-"""Finding, downloading, loading and pairing the two models.
-
-A model is named by a local path or by `repo_id/filename` on the Hugging Face Hub; Hub files are
-fetched once with huggingface_hub (which writes to a temporary name and renames, so an interrupted
-download is never mistaken for a whole file) and read from its cache afterwards.
-"""
+"""Finding, downloading, loading and pairing the two models: a local path, or `repo_id/filename` on the
+Hugging Face Hub, fetched once into its cache."""
 
 from __future__ import annotations
 
@@ -69,8 +65,7 @@ def local_model(spec: str) -> Path | None:
     return Path(cached) if isinstance(cached, str) else None
 
 
-# How long a visitor waits to learn that the Hub cannot be reached: huggingface_hub itself retries a
-# failed first contact for about 23 s when the file is not cached yet.
+# How long a visitor waits to learn that the Hub cannot be reached (huggingface_hub's own retries take ~23 s).
 HUB_TIMEOUT_S = 5.0
 
 
@@ -83,8 +78,8 @@ def _unreachable(hub: HubFile, role: str) -> ModelError:
 
 
 def _check_hub_first(hub: HubFile, role: str) -> None:
-    """For a file not in the cache yet: one quick look at the Hub, without retries, so that an
-    unreachable Hub or a missing file is told within HUB_TIMEOUT_S."""
+    """For a file not cached yet: one look at the Hub, so that an unreachable Hub or a missing file is told
+    within HUB_TIMEOUT_S."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
@@ -110,8 +105,6 @@ def _download(hub: HubFile, role: str) -> Path:
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
         raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
     except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
-        # An interrupted transfer stays in huggingface_hub's .incomplete file, never under the real
-        # name, and the next attempt resumes it.
         raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed "
                          f"({type(e).__name__}); try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
 
@@ -136,9 +129,7 @@ def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_al
             n_threads_batch=config.n_threads,
             n_gpu_layers=config.n_gpu_layers,
             logits_all=logits_all,
-            # llama-cpp-python sizes a context for many sequences only in embedding mode (n_seq_max up to
-            # n_batch, one KV cache all sequences share); embeddings are then switched off again, and the
-            # runner switches them on for the batches whose hidden states it reads.
+            # Only embedding mode sizes a context for many sequences; it is switched off again below.
             embedding=slots > 1,
             verbose=False,
         )
@@ -161,11 +152,8 @@ def token_text(llm: llama_cpp.Llama, token: int) -> bytes:
 
 
 def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> int:
-    """Refuse a pair that does not share a tokenizer; return the shared vocabulary size.
-
-    Token ids must mean the same text in both models, or the target would be checking tokens it
-    reads differently. Like llama.cpp, allow a few padding entries of difference at the end.
-    """
+    """Refuse a pair whose token ids do not mean the same text (a few padding entries may differ, as in
+    llama.cpp); return the shared vocabulary size."""
     nd, nt = draft.n_vocab(), target.n_vocab()
     if abs(nd - nt) > MAX_VOCAB_SIZE_DIFFERENCE:
         raise ModelError(
@@ -191,11 +179,8 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
 
 @dataclass(eq=False)  # a pair is itself: compared and hashed by identity
 class ModelPair:
-    """Both models, their cache cursors, and the lock that lets only one generation use them at once.
-
-    A pair loaded with several slots (`load_pair`, `ModelConfig.parallel`) hands out one `ModelPair` per
-    slot (`slots()`): the same two models and contexts, a sequence of each per slot, decoded together
-    (`batching`)."""
+    """Both models, their cache cursors, and the lock that lets one generation use them at once; one per slot
+    (`slots()`), sharing the models and contexts."""
 
     draft: ModelRunner
     target: ModelRunner
@@ -235,8 +220,7 @@ class ModelPair:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """The pair's lock, and its slot counted as writing by the scheduler the slots share (so that a
-        step waits for its call, and stops waiting the moment it ends)."""
+        """The pair's lock, its slot counted as writing by the slots' scheduler while it is held."""
         scheduler = self.draft.context.scheduler
         with self.lock:
             scheduler.enter(self.slot)
