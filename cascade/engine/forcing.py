@@ -1,10 +1,5 @@
-"""Teacher forcing: the draft read along the target's own text, in one batched pass.
-
-The target writes a text alone (greedy); the draft then reads prompt + that text in batches, which gives
-its reading at every position as if it had written the text so far, and whether its own choice there (its
-argmax) is the target's token (`routing.curves.Position`). Every rule's curve is drawn from these
-(`routing/curves.py`).
-"""
+"""Teacher forcing: the draft read along the target's own text in one batched pass, its reading at every
+position and whether its argmax is the target's token (`routing.curves.Position`)."""
 
 from __future__ import annotations
 
@@ -19,17 +14,14 @@ from ..routing.router import Router, Trail
 from .models import ModelPair
 from .sampling import token_logprob
 
-# Draft rows read per call: each row is the whole vocabulary (0.6 MB for Qwen), so a long text is read
-# in chunks rather than holding every row at once.
+# Draft rows read per call (a row is 0.6 MB for Qwen).
 CHUNK = 32
 
 
 def forced_positions(pair: ModelPair, prompt: Sequence[int], text: Sequence[int], router: Router | None = None,
                      chunk: int = CHUNK, hidden: bool = False) -> list[Position]:
-    """The draft's reading at every position of `text` (the target's tokens after `prompt`), in one
-    batched pass (chunks of `chunk` rows). The features include the draft's hidden state when `hidden`,
-    or when the router reads it. The caller holds the pair's lock; the draft's cache is left holding
-    prompt + text[:-1]."""
+    """The draft's reading at every position of `text` (the target's tokens after `prompt`), with its hidden
+    state when `hidden` or the router reads it. The caller holds the pair's lock."""
     out: list[Position] = []
     trail = Trail()
     prompt, text = list(prompt), list(text)

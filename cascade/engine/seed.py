@@ -1,11 +1,5 @@
-"""The seed's own loop, kept as the baseline that benchmarks measure against (the `seed` policy).
-
-Faithful to the original: one `llm(prompt, max_tokens=1, logprobs=1)` call per token on the growing
-text, the draft first, the target when the draft's perplexity exceeds the threshold. Each call
-re-tokenizes the whole text and computes log-probabilities over every position it holds, and
-`logprobs` needs models loaded with `logits_all=True`; that is why it is slow, and why nothing
-else in this package works this way.
-"""
+"""The seed's own loop, the `seed` policy's baseline: one `llm(text, max_tokens=1, logprobs=1)` call per token
+on the growing text, the draft first, the target where the draft's perplexity exceeds the threshold."""
 
 from __future__ import annotations
 
@@ -27,21 +21,18 @@ from .scoring import score_text
 if TYPE_CHECKING:
     from .config import GenerationConfig
 
-# The seed's models keep logits for every position (n_ctx x n_vocab floats, 622 MB each at 1024):
-# its own loop ran with llama-cpp-python's default of 512; 1024 leaves room for a chat prompt.
+# The seed's models keep logits for every position (622 MB each at 1024); 1024 leaves room for a chat prompt.
 SEED_N_CTX = 1024
 
-# The seed's own copies of each loaded pair's models (one for all its slots: keyed by the draft's shared
-# context), while the pair lives and until released.
+# The seed's copies of each loaded pair's models, keyed by the draft's shared context (one for all slots).
 _SEED_MODELS: "weakref.WeakKeyDictionary[object, tuple[llama_cpp.Llama, llama_cpp.Llama]]" = \
     weakref.WeakKeyDictionary()
 _LOADING = threading.Lock()
 
 
 def seed_models(pair: ModelPair) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
-    """Second copies of the pair's models with logits_all=True, as the seed's loop needs (`logprobs`
-    requires it). Loaded when the baseline first runs; the weights are memory-mapped, so the copies
-    share pages with the pair's models and cost mostly their own caches."""
+    """Copies of the pair's models with logits_all=True (as `logprobs` needs), loaded on first use; the
+    weights are memory-mapped, so they cost mostly their own caches."""
     key = pair.draft.context
     with _LOADING:
         if key not in _SEED_MODELS:
@@ -57,10 +48,7 @@ def release_seed_models(pair: ModelPair) -> None:
 
 
 def _next_token(llm, prompt: str, config: "GenerationConfig") -> tuple[str, float | None, str]:
-    # Our sampling settings rather than llama-cpp-python's defaults (which add a repeat penalty and
-    # min-p), so the baseline draws from the same distributions as every other policy. The call runs on the
-    # thread that runs every decode (`batching.on_decoding_thread`): slots running the seed at once take turns
-    # on its copies, and llama.cpp's threads are not left spinning by one more calling thread.
+    # The engine's sampling settings (no repeat penalty or min-p), on the one decoding thread.
     out = on_decoding_thread(llm, prompt, max_tokens=1, logprobs=1, echo=False, temperature=config.temperature,
                              top_p=config.top_p, top_k=config.top_k, min_p=0.0, repeat_penalty=1.0, seed=config.seed)
     choice = out["choices"][0]
