@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 
+from cascade.engine.analysis import Decision
 from cascade.engine.events import ModelStats, Summary, TokenEvent
 
 
@@ -16,6 +17,10 @@ def ev(position, text, source="draft", status="accepted", draft_ppl=None, target
     return TokenEvent(position=position, token_id=position, text=text, source=source, status=status,
                       draft_ppl=draft_ppl, target_ppl=target_ppl, t=0.1 * (position + 1))
 
+
+# How the recorded runs were decided: perplexity at 5, or a 20% share by it.
+AT_5 = Decision("perplexity", 5.0)
+BY_SHARE = Decision("perplexity", 5.0, 0.2)
 
 # A cascade run at threshold 5: the draft doubted " sat" (7.0), so the target wrote " lay" there.
 CASCADE = [

@@ -8,13 +8,13 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from cascade.engine.analysis import Decision, Routing
+from cascade.engine.analysis import Decision, Routing, RunView
 from cascade.engine.events import TokenEvent
 from cascade.ui import chart
 from cascade.ui.style import BLUE, GREY, RED
 
 from .helpers import assert_snapshot
-from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted
+from .recorded import AT_5, BY_SHARE, CASCADE, SPECULATIVE, TARGET_ONLY, accepted
 
 
 def token_traces(spec):
@@ -32,7 +32,7 @@ def by_colour(spec) -> dict:
 
 @pytest.mark.parametrize("events", [CASCADE, SPECULATIVE, TARGET_ONLY], ids=["cascade", "speculative", "target"])
 def test_the_chart_has_one_point_per_token_and_a_threshold_line(events):
-    spec = chart.figure_spec(Routing(events), run_threshold=5.0)
+    spec = chart.figure_spec(Routing(events), RunView(AT_5))
     go.Figure(spec)  # a valid Plotly figure
     xs = sorted(x for t in token_traces(spec) for x in t["x"])
     assert xs == [e.position for e in accepted(events)]
@@ -43,7 +43,7 @@ def test_the_chart_has_one_point_per_token_and_a_threshold_line(events):
 
 
 def test_chart_points_are_the_drafts_perplexity_of_its_own_choice_coloured_by_writer():
-    spec = chart.figure_spec(Routing(CASCADE), run_threshold=5.0)
+    spec = chart.figure_spec(Routing(CASCADE), RunView(AT_5))
     by_name = {t["name"]: t for t in token_traces(spec)}
     big, small = by_name["written by the big model"], by_name["written by the small model"]
     assert (big["x"], big["y"]) == ([2], [7.0])
@@ -53,26 +53,27 @@ def test_chart_points_are_the_drafts_perplexity_of_its_own_choice_coloured_by_wr
 
 
 def test_positions_the_draft_never_scored_show_the_targets_own_perplexity_as_hollow_marks():
-    spec = chart.figure_spec(Routing(TARGET_ONLY), run_threshold=5.0)
+    spec = chart.figure_spec(Routing(TARGET_ONLY), RunView(AT_5))
     (trace,) = token_traces(spec)
     assert trace["y"] == [1.0, 2.0, 3.0] and trace["marker"]["symbol"] == "diamond-open"
     assert "did not score" in trace["name"]
 
 
 def test_the_what_if_chart_recolours_points_and_draws_both_thresholds():
-    spec = chart.figure_spec(Routing(CASCADE), run_threshold=5.0, threshold=2.5)
+    spec = chart.figure_spec(Routing(CASCADE), RunView(AT_5, threshold=2.5))
     assert sorted(by_colour(spec)[RED]["x"]) == [2, 3]
     assert sorted(by_colour(spec)[BLUE]["x"]) == [0, 1, 4]
     assert sorted(t["y"][0] for t in threshold_traces(spec)) == [2.5, 5.0]
 
 
 def test_at_the_run_threshold_or_without_a_draft_score_the_chart_shows_the_run():
-    assert chart.figure_spec(Routing(CASCADE), 5.0, threshold=5.0) == chart.figure_spec(Routing(CASCADE), 5.0)
-    assert chart.figure_spec(Routing(TARGET_ONLY), 5.0, threshold=2.5) == chart.figure_spec(Routing(TARGET_ONLY), 5.0)
+    for events, threshold in ((CASCADE, 5.0), (TARGET_ONLY, 2.5)):
+        routing = Routing(events)
+        assert chart.figure_spec(routing, RunView(AT_5, threshold=threshold)) == chart.figure_spec(routing, RunView(AT_5))
 
 
 def test_the_page_gets_the_chart_as_a_plotly_figure():
-    figure = chart.perplexity_figure(Routing(SPECULATIVE), 5.0, 1.2)
+    figure = chart.perplexity_figure(Routing(SPECULATIVE), RunView(AT_5, threshold=1.2))
     assert isinstance(figure, go.Figure)
     assert {t.marker.color for t in figure.data if t.meta == "tokens"} == {RED, BLUE, GREY}
 
@@ -83,8 +84,8 @@ def test_the_page_plot_is_exactly_the_json_the_figure_would_send():
     for routing, threshold, whatif, rule in ((Routing(SPECULATIVE), 5.0, 1.2, "perplexity"),
                                              (Routing(CASCADE), 5.0, None, "perplexity"),
                                              (Routing(CASCADE), 2.0, 1.0, "entropy")):
-        plot = chart.perplexity_plot(routing, threshold, whatif, rule)
-        figure = chart.perplexity_figure(routing, threshold, whatif, rule)
+        plot = chart.perplexity_plot(routing, RunView(Decision(rule, threshold), threshold=whatif))
+        figure = chart.perplexity_figure(routing, RunView(Decision(rule, threshold), threshold=whatif))
         assert plot.type == "plotly"
         assert json.loads(plot.plot) == json.loads(figure.to_json())
 
@@ -113,7 +114,7 @@ MARGIN_RUN = [
 @pytest.mark.parametrize("rule", ["entropy", "margin"])
 def test_the_points_are_the_chosen_rules_scores_on_a_linear_axis(rule):
     routing = Routing(MARGIN_RUN)
-    spec = chart.figure_spec(routing, 0.4, run_rule=rule)
+    spec = chart.figure_spec(routing, RunView(Decision(rule, 0.4)))
     go.Figure(spec)
     plotted = {x: y for t in token_traces(spec) for x, y in zip(t["x"], t["y"])}
     assert plotted == {s.token.position: s.score(rule) for s in routing.slots}
@@ -124,7 +125,7 @@ def test_the_points_are_the_chosen_rules_scores_on_a_linear_axis(rule):
 
 
 def test_margin_says_below_the_line_goes_to_the_big_model():
-    spec = chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")
+    spec = chart.figure_spec(Routing(MARGIN_RUN), RunView(Decision("margin", 0.4)))
     (line,) = threshold_traces(spec)
     assert "below" in line["name"]
     assert "below the line" in spec["layout"]["yaxis"]["title"]["text"]
@@ -132,19 +133,17 @@ def test_margin_says_below_the_line_goes_to_the_big_model():
     hovers = html.unescape(" ".join(t for trace in token_traces(spec) for t in trace["text"]))
     assert "below the threshold" in hovers
     # A what-if by margin: below the new line goes red.
-    whatif = chart.figure_spec(Routing(MARGIN_RUN), 0.4, 0.32, run_rule="margin")
+    whatif = chart.figure_spec(Routing(MARGIN_RUN), RunView(Decision("margin", 0.4), threshold=0.32))
     assert sorted(by_colour(whatif)[RED]["x"]) == [1, 2]  # margins 0.3 and 0.05
     assert sorted(t["y"][0] for t in threshold_traces(whatif)) == [0.32, 0.4]
 
 
-def test_perplexity_keeps_its_log_axis_and_its_chart_as_before():
-    routing = Routing(MARGIN_RUN)
-    assert chart.figure_spec(routing, 5.0, run_rule="perplexity") == chart.figure_spec(routing, 5.0)
-    assert chart.figure_spec(routing, 5.0)["layout"]["yaxis"]["type"] == "log"
+def test_perplexity_keeps_its_log_axis():
+    assert chart.figure_spec(Routing(MARGIN_RUN), RunView(AT_5))["layout"]["yaxis"]["type"] == "log"
 
 
 def test_a_what_if_by_another_rule_plots_that_rules_scores_and_only_its_threshold():
-    spec = chart.figure_spec(Routing(MARGIN_RUN), 5.0, 1.0, run_rule="perplexity", rule="entropy")
+    spec = chart.figure_spec(Routing(MARGIN_RUN), RunView(AT_5, threshold=1.0, rule="entropy"))
     red = by_colour(spec)[RED]
     assert dict(zip(red["x"], red["y"])) == {1: 1.1, 2: 1.9}  # entropies 1.1 and 1.9
     assert [t["y"][0] for t in threshold_traces(spec)] == [1.0]  # the run's perplexity line has no place here
@@ -153,7 +152,7 @@ def test_a_what_if_by_another_rule_plots_that_rules_scores_and_only_its_threshol
 
 def test_positions_without_the_rules_number_lie_along_the_bottom():
     # The learned rule, for a run without a router: no position has its number.
-    spec = chart.figure_spec(Routing(MARGIN_RUN), 0.5, run_rule="learned")
+    spec = chart.figure_spec(Routing(MARGIN_RUN), RunView(Decision("learned", 0.5)))
     traces = token_traces(spec)
     assert sum(len(t["x"]) for t in traces) == 4 and all(t.get("yaxis") == "y2" for t in traces)
     assert spec["layout"]["yaxis2"]["visible"] is False
@@ -208,15 +207,15 @@ def test_a_run_at_0_or_100_percent_is_drawn_whole_on_the_rules_figure():
 
 def test_a_share_draws_the_threshold_it_moved_position_by_position():
     routing = Routing(CASCADE)
-    whatif, run_line = threshold_traces(chart.figure_spec(routing, 5.0, budget=0.4))
+    whatif, run_line = threshold_traces(chart.figure_spec(routing, RunView(AT_5, budget=0.4)))
     assert len(whatif["y"]) == 5 and "40%" in whatif["name"] and whatif["line"]["dash"] != run_line["line"]["dash"]
     assert whatif["y"] == [t if t != float("inf") else None for t in
                            routing.whatif(Decision("perplexity", 5.0, 0.4)).thresholds]
     assert run_line["y"] == [5.0, 5.0]  # the run's own, a threshold's
     # A run a share decided draws the threshold it moved; still being written, none (drawn once finished).
-    (line,) = threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2))
+    (line,) = threshold_traces(chart.figure_spec(routing, RunView(BY_SHARE)))
     assert len(line["x"]) == 5 and "20%" in line["name"]
-    assert threshold_traces(chart.figure_spec(routing, 5.0, run_budget=0.2, run_line=False)) == []
+    assert threshold_traces(chart.figure_spec(routing, RunView(BY_SHARE), run_line=False)) == []
 
 
 # ---- the chart's words: one snapshot -----------------------------------------------------------------
@@ -238,16 +237,17 @@ def test_the_charts_words_read_as_kept():
     curves = {"perplexity": Curve("perplexity", (0.0, 0.5, 1.0), (0.6, 0.9, 1.0), (5.0, 2.0, None)),
               "margin": Curve("margin", (0.0, 0.25, 1.0), (0.6, 0.95, 1.0), (0.0, 0.3, None))}
     cases = [
-        ("the run", chart.figure_spec(Routing(CASCADE), run_threshold=5.0)),
-        ("a what-if threshold", chart.figure_spec(Routing(CASCADE), run_threshold=5.0, threshold=2.5)),
-        ("a what-if, some positions unscored", chart.figure_spec(Routing(SPECULATIVE), 5.0, 1.2)),
-        ("the big model alone", chart.figure_spec(Routing(TARGET_ONLY), run_threshold=5.0)),
-        ("the margin rule", chart.figure_spec(Routing(MARGIN_RUN), 0.4, run_rule="margin")),
-        ("a what-if by another rule", chart.figure_spec(Routing(MARGIN_RUN), 5.0, 1.0, run_rule="perplexity",
-                                                        rule="entropy")),
-        ("the learned rule without a router", chart.figure_spec(Routing(MARGIN_RUN), 0.5, run_rule="learned")),
-        ("a what-if share", chart.figure_spec(Routing(CASCADE), 5.0, budget=0.4)),
-        ("a run a share decided", chart.figure_spec(Routing(CASCADE), 5.0, run_budget=0.2)),
+        ("the run", chart.figure_spec(Routing(CASCADE), RunView(AT_5))),
+        ("a what-if threshold", chart.figure_spec(Routing(CASCADE), RunView(AT_5, threshold=2.5))),
+        ("a what-if, some positions unscored", chart.figure_spec(Routing(SPECULATIVE), RunView(AT_5, threshold=1.2))),
+        ("the big model alone", chart.figure_spec(Routing(TARGET_ONLY), RunView(AT_5))),
+        ("the margin rule", chart.figure_spec(Routing(MARGIN_RUN), RunView(Decision("margin", 0.4)))),
+        ("a what-if by another rule",
+         chart.figure_spec(Routing(MARGIN_RUN), RunView(AT_5, threshold=1.0, rule="entropy"))),
+        ("the learned rule without a router",
+         chart.figure_spec(Routing(MARGIN_RUN), RunView(Decision("learned", 0.5)))),
+        ("a what-if share", chart.figure_spec(Routing(CASCADE), RunView(AT_5, budget=0.4))),
+        ("a run a share decided", chart.figure_spec(Routing(CASCADE), RunView(BY_SHARE))),
         ("the rules", chart.rules_figure_spec(curves, run_point=(0.2, 0.8), break_even=0.06,
                                               run_name="this run (cascade)")),
     ]

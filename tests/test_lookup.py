@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cascade.engine import sampling as S
-from cascade.engine.analysis import Routing
+from cascade.engine.analysis import Routing, RunView
 from cascade.cli.generate import MAGENTA, _render
 from cascade.engine.events import ModelStats, TokenEvent
 from cascade.engine.lookup import MIN_NGRAM, continuation
@@ -25,6 +25,7 @@ from cascade.ui.runfile import read_run, run_html
 from cascade.ui.style import PURPLE
 
 from .helpers import PAGE_DEFAULTS, accepted_ids, cascade, json_lines, run
+from .recorded import AT_5
 
 # Raw prompts whose texts repeat: each gives the toy targets some lookup proposals they keep.
 REPEATING = ["ithithithith", "The dog. The dog. The dog. The dog.",
@@ -205,7 +206,7 @@ def lookup_run(pair_engines):
 
 def test_the_text_shows_copied_tokens_in_their_own_colour_with_a_legend(lookup_run):
     events, s = lookup_run
-    panel = tokens.text_panel(Routing(events), run_threshold=5.0)
+    panel = tokens.text_panel(Routing(events), RunView(AT_5))
     copied = re.findall(r'<span class="tok lookup" title="([^"]*)"', panel)
     assert len(copied) == sum(e.accepted and e.source == "lookup" and e.text != "" for e in events)
     assert "copied from earlier in the text (prompt lookup), checked by the big model" in html.unescape(copied[0])
@@ -216,12 +217,12 @@ def test_the_text_shows_copied_tokens_in_their_own_colour_with_a_legend(lookup_r
     assert any("proposed by prompt lookup" in html.unescape(t) for t in struck)
     # A cascade run's legend says nothing of lookup.
     without = Routing([e for e in events if e.source != "lookup"])
-    assert "legend-lookup" not in tokens.text_panel(without, run_threshold=5.0)
+    assert "legend-lookup" not in tokens.text_panel(without, RunView(AT_5))
 
 
 def test_the_chart_plots_copied_tokens_apart_and_the_sentences_count_them(lookup_run):
     events, s = lookup_run
-    spec = chart.figure_spec(Routing(events), run_threshold=5.0)
+    spec = chart.figure_spec(Routing(events), RunView(AT_5))
     points = [t for t in spec["data"] if t["meta"] == "tokens"]
     assert sum(len(t["x"]) for t in points) == s.n_tokens
     (copied,) = [t for t in points if "prompt lookup" in t["name"]]

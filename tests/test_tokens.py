@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from html.parser import HTMLParser
 
-from cascade.engine.analysis import Decision, Routing
+from cascade.engine.analysis import Decision, Routing, RunView
 from cascade.engine.config import GenerationConfig
 from cascade.engine.events import TokenEvent
 from cascade.ui import tokens
@@ -16,7 +16,7 @@ from cascade.ui.runfile import run_html
 from cascade.ui.style import RED
 
 from .helpers import assert_snapshot
-from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev, spans
+from .recorded import AT_5, BY_SHARE, CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev, spans
 
 
 def seen(markup: str) -> str:
@@ -32,21 +32,19 @@ def surface() -> list[tuple[str, str]]:
                  TokenEvent(position=0, token_id=7, text=" lay", source="target", status="accepted", draft_ppl=None,
                             target_ppl=1.5, t=0.2)]
     return [
-        ("the run", tokens.text_panel(Routing(CASCADE), run_threshold=5.0)),
-        ("a what-if threshold", tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=1.5)),
-        ("a what-if, some positions unscored", tokens.text_panel(Routing(SPECULATIVE), run_threshold=5.0,
-                                                                 threshold=1.2)),
-        ("no what-if: the big model alone", tokens.text_panel(Routing(TARGET_ONLY), run_threshold=5.0, threshold=1.2)),
-        ("a what-if by another rule", tokens.text_panel(Routing(READ), run_threshold=5.0, run_rule="perplexity",
-                                                        rule="margin", threshold=0.4)),
-        ("no what-if: the learned router without scores", tokens.text_panel(Routing(READ), run_threshold=5.0,
-                                                                             rule="learned", threshold=0.5)),
+        ("the run", tokens.text_panel(Routing(CASCADE), RunView(AT_5))),
+        ("a what-if threshold", tokens.text_panel(Routing(CASCADE), RunView(AT_5, threshold=1.5))),
+        ("a what-if, some positions unscored", tokens.text_panel(Routing(SPECULATIVE), RunView(AT_5, threshold=1.2))),
+        ("no what-if: the big model alone", tokens.text_panel(Routing(TARGET_ONLY), RunView(AT_5, threshold=1.2))),
+        ("a what-if by another rule", tokens.text_panel(Routing(READ), RunView(AT_5, threshold=0.4, rule="margin"))),
+        ("no what-if: the learned router without scores",
+         tokens.text_panel(Routing(READ), RunView(AT_5, threshold=0.5, rule="learned"))),
         ("a run judged by the margin rule", tokens.tokens_html(Routing(escalated), run_rule="margin")),
-        ("a what-if share", tokens.text_panel(Routing(CASCADE), run_threshold=5.0, budget=0.4)),
-        ("a what-if threshold on a run a share decided", tokens.text_panel(Routing(CASCADE), run_threshold=5.0,
-                                                                            run_budget=0.2, threshold=1.5)),
-        ("a what-if share by another rule", tokens.text_panel(Routing(READ), run_threshold=5.0, run_budget=0.2,
-                                                              rule="margin", budget=0.5)),
+        ("a what-if share", tokens.text_panel(Routing(CASCADE), RunView(AT_5, budget=0.4))),
+        ("a what-if threshold on a run a share decided",
+         tokens.text_panel(Routing(CASCADE), RunView(BY_SHARE, threshold=1.5))),
+        ("a what-if share by another rule",
+         tokens.text_panel(Routing(READ), RunView(BY_SHARE, rule="margin", budget=0.5))),
         ("rolled back", tokens.tokens_html(Routing([ev(0, " q", status="rolled_back", draft_ppl=1.5, target_ppl=40.0),
                                                     ev(0, " r", source="target")]))),
     ]
@@ -74,7 +72,7 @@ def test_the_targets_tokens_are_red_and_the_drafts_plain():
 
 
 def test_the_whole_text_is_there_in_order_with_its_newlines():
-    panel = tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+    panel = tokens.text_panel(Routing(CASCADE), RunView(AT_5))
     assert "".join(spans(panel, "tok")) == "".join(e.text for e in accepted(CASCADE))
     assert "white-space:pre-wrap" in panel  # newlines and runs of spaces show as written
 
@@ -105,8 +103,8 @@ def test_an_empty_token_adds_no_element():
 # ---- the what-if ---------------------------------------------------------------------------------
 
 def test_moving_the_threshold_recolours_the_recorded_tokens_as_a_what_if():
-    low = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=1.5)
-    high = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=50.0)
+    low = tokens.text_panel(Routing(CASCADE), RunView(AT_5, threshold=1.5))
+    high = tokens.text_panel(Routing(CASCADE), RunView(AT_5, threshold=50.0))
     assert 'data-view="whatif"' in low and "What-if" in low and "nothing was regenerated" in low
     assert spans(low, "red") == [" cat", " lay", " <b>&amp;</b>"]  # recorded perplexities 2.0, 7.0, 3.0 > 1.5
     assert spans(high, "red") == []
@@ -114,16 +112,16 @@ def test_moving_the_threshold_recolours_the_recorded_tokens_as_a_what_if():
 
 
 def test_the_run_threshold_itself_shows_the_real_run():
-    panel = tokens.text_panel(Routing(CASCADE), run_threshold=5.0, threshold=5.0)
+    panel = tokens.text_panel(Routing(CASCADE), RunView(AT_5, threshold=5.0))
     assert 'data-view="run"' in panel and "What-if" not in panel
-    assert panel == tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+    assert panel == tokens.text_panel(Routing(CASCADE), RunView(AT_5))
 
 
 def test_positions_without_a_draft_score_have_no_what_if():
-    panel = tokens.text_panel(Routing(SPECULATIVE), run_threshold=5.0, threshold=1.2)
+    panel = tokens.text_panel(Routing(SPECULATIVE), RunView(AT_5, threshold=1.2))
     assert spans(panel, "nowhatif") == [" v"]
     assert "3 of 4 tokens" in panel and "2 of 5" in panel
-    only_target = tokens.text_panel(Routing(TARGET_ONLY), run_threshold=5.0, threshold=1.2)
+    only_target = tokens.text_panel(Routing(TARGET_ONLY), RunView(AT_5, threshold=1.2))
     assert "No what-if" in only_target and 'data-view="run"' in only_target
     assert spans(only_target, "red") == [" t0", " t1", " t2"]
 
@@ -151,7 +149,7 @@ READ = [read(0, "The", 0.9, 0.05, 0.4), read(1, " cat", 0.6, 0.3, 1.1), read(2, 
 
 def test_a_what_if_by_another_rule_recolours_by_its_numbers_and_says_which():
     routing = Routing(READ)
-    panel = tokens.text_panel(routing, run_threshold=5.0, run_rule="perplexity", rule="margin", threshold=0.4)
+    panel = tokens.text_panel(routing, RunView(AT_5, threshold=0.4, rule="margin"))
     assert 'data-view="whatif"' in panel and 'data-rule="margin"' in panel
     assert spans(panel, "whatif-target") == [" cat", " sat"]  # margins below 0.4
     would, scored, total = routing.whatif_counts(0.4, "margin")
@@ -159,11 +157,11 @@ def test_a_what_if_by_another_rule_recolours_by_its_numbers_and_says_which():
     assert "margin rule" in text and "0.4" in text and "0.050" in text  # the rule, its threshold, a token's margin
     assert f"{would} of {scored} tokens" in text and f"0 of {total}" in text
     # The run's own rule and threshold: the run as it was.
-    assert 'data-view="run"' in tokens.text_panel(routing, run_threshold=5.0, rule="perplexity", threshold=5.0)
+    assert 'data-view="run"' in tokens.text_panel(routing, RunView(AT_5, threshold=5.0, rule="perplexity"))
 
 
 def test_a_rule_whose_numbers_the_run_lacks_shows_the_run_and_says_so():
-    panel = tokens.text_panel(Routing(READ), run_threshold=5.0, rule="learned", threshold=0.5)
+    panel = tokens.text_panel(Routing(READ), RunView(AT_5, threshold=0.5, rule="learned"))
     assert 'data-view="run"' in panel and "No what-if" in panel and "learned router" in panel
 
 
@@ -227,7 +225,7 @@ FENCED = [topped(e) for e in [
 
 
 def test_fenced_code_is_a_monospace_block_whose_tokens_keep_their_colour_and_hover():
-    panel = tokens.text_panel(Routing(FENCED), run_threshold=5.0)
+    panel = tokens.text_panel(Routing(FENCED), RunView(AT_5))
     assert panel.count('<span class="cascade-code"') == 1
     style = re.search(r'<span class="cascade-code" style="([^"]*)"', panel).group(1)
     assert "monospace" in style and "white-space:pre;" in style and "display:block" in style
@@ -254,7 +252,7 @@ def test_a_token_across_the_edge_of_a_block_is_drawn_in_parts_each_with_its_clas
 
 def test_a_fence_still_open_while_the_answer_streams_runs_to_the_end_of_the_text():
     streaming = FENCED[:7]  # "…def f():\n    ", no closing fence yet
-    panel = tokens.text_panel(Routing(streaming), run_threshold=5.0)
+    panel = tokens.text_panel(Routing(streaming), RunView(AT_5))
     assert block_text(panel) == "```python\ndef f():\n    "
     assert panel.count("<span") == panel.count("</span>")  # the block is closed in the HTML all the same
     half = tokens.tokens_html(Routing(FENCED[:3]))  # "Here:\n``": not a fence yet
@@ -263,7 +261,7 @@ def test_a_fence_still_open_while_the_answer_streams_runs_to_the_end_of_the_text
 
 def test_an_answer_start_that_opens_the_fence_puts_the_models_code_in_the_block():
     code = [ev(0, "def", draft_ppl=1.2), ev(1, " f", source="target", target_ppl=1.1), ev(2, "():\n", draft_ppl=1.1)]
-    panel = tokens.text_panel(Routing(code), run_threshold=5.0, given="```python\n")
+    panel = tokens.text_panel(Routing(code), RunView(AT_5), given="```python\n")
     found = Tokens(panel).tokens
     assert [(t, c, block) for t, c, _, block in found] == [
         ("```python\n", "tok given", True), ("def", "tok draft", True), (" f", "tok red target", True),
@@ -275,14 +273,14 @@ def test_an_answer_start_that_opens_the_fence_puts_the_models_code_in_the_block(
 
 
 def test_the_what_if_recolours_the_tokens_inside_the_block():
-    panel = tokens.text_panel(Routing(FENCED), run_threshold=5.0, threshold=1.15)
+    panel = tokens.text_panel(Routing(FENCED), RunView(AT_5, threshold=1.15))
     assert 'data-view="whatif"' in panel and block_text(panel) == "```python\ndef f():\n    pass\n```\n"
     inside = [c for t, c, _, block in Tokens(panel).tokens if block]
     assert "tok red whatif-target" in inside and "tok whatif-draft" in inside
 
 
 def test_text_without_a_fence_has_no_block():
-    assert "cascade-code" not in tokens.text_panel(Routing(CASCADE), run_threshold=5.0)
+    assert "cascade-code" not in tokens.text_panel(Routing(CASCADE), RunView(AT_5))
 
 
 def test_the_saved_run_file_draws_the_same_block():
@@ -297,7 +295,7 @@ def test_the_saved_run_file_draws_the_same_block():
 
 def test_a_what_if_by_a_share_recolours_by_the_replayed_thresholds_and_says_what_the_run_did():
     routing = Routing(CASCADE)
-    panel = tokens.text_panel(routing, run_threshold=5.0, budget=0.4)
+    panel = tokens.text_panel(routing, RunView(AT_5, budget=0.4))
     whatif = routing.whatif(Decision("perplexity", 5.0, 0.4))
     text = html.unescape(panel)
     assert 'data-view="whatif"' in panel and len(spans(panel, "whatif-target")) == whatif.counts[0]
@@ -307,10 +305,9 @@ def test_a_what_if_by_a_share_recolours_by_the_replayed_thresholds_and_says_what
 
 def test_a_run_a_share_decided_shows_as_it_was_at_its_share_and_a_threshold_is_a_what_if():
     routing = Routing(CASCADE)
-    same = tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=3.0, budget=0.2)
-    assert 'data-view="run"' in same and same == tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2)
-    by_threshold = html.unescape(tokens.text_panel(routing, run_threshold=5.0, run_budget=0.2, threshold=1.5))
+    same = tokens.text_panel(routing, RunView(BY_SHARE, threshold=3.0, budget=0.2))
+    assert 'data-view="run"' in same and same == tokens.text_panel(routing, RunView(BY_SHARE))
+    by_threshold = html.unescape(tokens.text_panel(routing, RunView(BY_SHARE, threshold=1.5)))
     assert "1.5" in by_threshold and "20%" in by_threshold and "3 of 5 tokens" in by_threshold
-    other_rule = html.unescape(tokens.text_panel(Routing(READ), run_threshold=5.0, run_budget=0.2, rule="margin",
-                                                 budget=0.5))
+    other_rule = html.unescape(tokens.text_panel(Routing(READ), RunView(BY_SHARE, rule="margin", budget=0.5)))
     assert all(words in other_rule for words in ("margin rule", "50%", "20%", "perplexity rule"))

@@ -96,6 +96,28 @@ def asked_decision(run: Decision, threshold: float | None = None, rule: str | No
 
 
 @dataclass(frozen=True)
+class RunView:
+    """A run as it was written (`run`), or the what-if asked of it: another `threshold`, `rule` or `budget`
+    (None: the run's), a share replayed from the calibration's `prior`."""
+
+    run: Decision
+    threshold: float | None = None
+    rule: str | None = None
+    budget: float | None = None
+    prior: Sequence[float] | None = None
+
+    @property
+    def asked(self) -> Decision | None:
+        """The what-if's decision (`asked_decision`); None: the run as it was."""
+        return asked_decision(self.run, self.threshold, self.rule, self.budget)
+
+    def whatif(self, routing: Routing) -> WhatIf | None:
+        """The what-if asked, re-read from `routing`; None where none is asked or the run has no scores."""
+        asked = self.asked
+        return routing.whatif(asked, self.prior) if asked is not None else None
+
+
+@dataclass(frozen=True)
 class WhatIf:
     """Per slot, had `decision` chosen: True the big model, False the small, None without the rule's score;
     and the threshold each position met."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from collections.abc import Sequence
 
-from ..engine.analysis import Decision, Routing, Slot, WhatIf, as_rule, asked_decision
+from ..engine.analysis import Decision, Routing, RunView, Slot, WhatIf, as_rule
 from ..routing.rules import Rule
 from . import rulewords
 from .style import (BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt_ppl, fmt_threshold, pct, visible,
@@ -174,17 +174,13 @@ def _run_line(routing: Routing, run: Decision, span: tuple[float, float], prior:
     return _line(_threshold_name(prefix, run.threshold, rule, False), run.threshold, span, color, dash)
 
 
-def figure_spec(routing: Routing, run_threshold: float, threshold: float | None = None,
-                run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, *,
-                run_budget: float | None = None, budget: float | None = None,
-                prior: Sequence[float] | None = None, run_line: bool = True) -> dict[str, Any]:
+def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> dict[str, Any]:
     """The per-token chart as a Plotly figure dict: one point per token, coloured by who wrote it or, for a
-    what-if (another `threshold`, `rule` or `budget`), by who would have. `run_line` False leaves out the
-    run's own threshold (a run still being written); threshold traces have `meta` "threshold"."""
-    run_rule = as_rule(run_rule)
-    run = Decision(run_rule.name, run_threshold, run_budget)
-    asked = asked_decision(run, threshold, as_rule(rule).name if rule is not None else None, budget)
-    whatif = routing.whatif(asked, prior) if asked is not None else None
+    what-if `view` asks, by who would have. `run_line` False leaves out the run's own threshold (a run still
+    being written); threshold traces have `meta` "threshold"."""
+    run, prior = view.run, view.prior
+    run_rule = as_rule(run.rule)
+    whatif = view.whatif(routing)
     shown = whatif.rule if whatif is not None else run_rule
     span = (-0.5, max((s.token.position for s in routing.slots), default=0) + 0.5)
     other = shown != run_rule
@@ -227,21 +223,19 @@ def figure_spec(routing: Routing, run_threshold: float, threshold: float | None 
     return {"data": traces, "layout": layout}
 
 
-def perplexity_figure(routing: Routing, run_threshold: float, threshold: float | None = None,
-                      run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
+def perplexity_figure(routing: Routing, view: RunView, *, run_line: bool = True):
     """`figure_spec` as a `plotly.graph_objects.Figure`."""
     import plotly.graph_objects as go
 
-    return go.Figure(figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares))
+    return go.Figure(figure_spec(routing, view, run_line=run_line))
 
 
-def perplexity_plot(routing: Routing, run_threshold: float, threshold: float | None = None,
-                    run_rule: Rule | str = "perplexity", rule: Rule | str | None = None, **shares: Any):
+def perplexity_plot(routing: Routing, view: RunView, *, run_line: bool = True):
     """`figure_spec` as the JSON its Figure would send, for the page's `gr.Plot`, without building the
     Figure: the spec is already valid, and validating it on every picture of a live run is too slow."""
     from gradio.components.plot import PlotData
 
-    spec = figure_spec(routing, run_threshold, threshold, run_rule, rule, **shares)
+    spec = figure_spec(routing, view, run_line=run_line)
     layout = {**spec["layout"], "template": _default_template()}
     return PlotData(type="plotly", plot=json.dumps({"data": spec["data"], "layout": layout}))
 

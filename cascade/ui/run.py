@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import gradio as gr
 
-from ..engine.analysis import Routing
+from ..engine.analysis import Decision, Routing, RunView
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE
@@ -65,6 +65,11 @@ class Run:
         calibration, _own = calibration_for(self.draft_path)
         return calibration.prior(rule, self.config.chat) if calibration is not None else None
 
+    def view(self, threshold: float | None = None, rule: str | None = None, budget: float | None = None) -> RunView:
+        """This run as written, or the what-if of `rule` (None: the run's) at `budget` or else `threshold`."""
+        run = Decision(self.config.rule, self.config.threshold, self.budget)
+        return RunView(run, threshold, rule, budget, self.prior(rule or self.config.rule))
+
     @property
     def scoring(self) -> bool:
         """The answer is written (a first Summary came) and the big model is scoring it."""
@@ -115,17 +120,13 @@ DOWNLOAD_OUTPUTS = ("download",)
 
 # ---- what each output shows -----------------------------------------------------------------------
 
-def pictures(run: Run, threshold: float | None = None, rule: str | None = None,
-             budget: float | None = None) -> Update:
-    """The run's text and chart, or a what-if's: `rule` (None: the run's) at `budget` or else `threshold`."""
-    routing, run_threshold, run_rule = Routing(run.events), run.config.threshold, run.config.rule
-    shares = {"run_budget": run.budget, "budget": budget, "prior": run.prior(rule or run_rule)}
-    panel = tokens.text_panel(routing, run_threshold=run_threshold, threshold=threshold, run_rule=run_rule, rule=rule,
-                              given=run.config.answer_prefix, **shares)
+def pictures(run: Run, view: RunView | None = None) -> Update:
+    """The run's text and chart as `view` sees them (None: as written)."""
+    routing, view = Routing(run.events), view or run.view()
+    panel = tokens.text_panel(routing, view, given=run.config.answer_prefix)
     line = not (run.running and run.budget is not None)
     return Update(text_html=conversation.latest_html(len(run.earlier) + 1, run.prompt, panel),
-                  chart=chart.perplexity_plot(routing, run_threshold, threshold, run_rule, rule, run_line=line,
-                                              **shares))
+                  chart=chart.perplexity_plot(routing, view, run_line=line))
 
 
 def run_update(run: Run) -> Update:
@@ -159,8 +160,8 @@ def summary_markdown(run: Run) -> str:
 def first_line(run: Run) -> str:
     """The summary's first sentence, beside the big model alone's time: measured by Compare, else estimated."""
     if run.comparison is not None:
-        return sentences.summary_sentence(run.summary, run.comparison.wall_s, measured=True,
-                                          alone_tokens=run.comparison.n_tokens)
+        return sentences.summary_sentence(run.summary, run.comparison.timings.wall_s, measured=True,
+                                          alone_tokens=run.comparison.counts.n_tokens)
     return sentences.summary_sentence(run.summary, run.alone_estimate_s)
 
 

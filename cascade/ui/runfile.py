@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..engine.analysis import Routing
+from ..engine.analysis import Decision, Routing, RunView
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE
@@ -144,12 +144,12 @@ def _numbers_table(rows: Sequence[tuple[str, str]]) -> str:
     return f'<table class="numbers">{body}</table>'
 
 
-def _chart_html(routing: Routing, run_threshold: float, run_rule: str = "perplexity", **shares: Any) -> str:
-    """The chart as the page draws it (`shares`: `chart.figure_spec`'s), with Plotly's JavaScript inlined."""
+def _chart_html(routing: Routing, view: RunView) -> str:
+    """The chart as the page draws it, with Plotly's JavaScript inlined."""
     import plotly.io
     from plotly.offline import get_plotlyjs
 
-    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, run_threshold, run_rule=run_rule, **shares),
+    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, view),
                                     validate=False)
     config = {"displaylogo": False, "responsive": True, "typesetMath": False}
     plotly_js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.I)  # none today; never any
@@ -224,9 +224,10 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
     # saved without its earlier runs (--save): the turns' text, from the history
     earlier = tuple(earlier) or conversation.turns_of(config.history)
     routing = Routing(events)
-    run_rule = config.rule if config.rule in RULE_TABLE else "perplexity"
     policy = POLICY_TABLE.get(config.policy)
-    shares = {"run_budget": config.budget if policy is not None and policy.uses_rule else None, "prior": prior}
+    run_budget = config.budget if policy is not None and policy.uses_rule else None
+    view = RunView(Decision(config.rule if config.rule in RULE_TABLE else "perplexity", config.threshold, run_budget),
+                   prior=prior)
     record = run_record(prompt, config, events, summary, models=models, machine=machine,
                         comparison=comparison, created=created, earlier=earlier)
     data = _script_safe(json.dumps(record, ensure_ascii=False, allow_nan=False))
@@ -262,10 +263,10 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 <section class="cascade-prompt"><h2>{"The follow-up question" if earlier else "The prompt"}</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
-{tokens.text_panel(routing, run_threshold=config.threshold, run_rule=run_rule, given=config.answer_prefix, **shares)}
+{tokens.text_panel(routing, view, given=config.answer_prefix)}
 </section>
 <section class="cascade-chart-section"><h2>How unsure the small model was</h2>
-{_chart_html(routing, config.threshold, run_rule, **shares)}
+{_chart_html(routing, view)}
 </section>
 {numbers}
 {compare}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 
-from ..engine.analysis import Decision, Routing, Slot, WhatIf, as_rule, asked_decision
+from ..engine.analysis import Decision, Routing, RunView, Slot, WhatIf, as_rule
 from ..engine.events import TokenEvent
 from ..routing.rules import Rule
 from . import rulewords
@@ -225,20 +225,15 @@ def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck:
             f"{proposed}, then refused by the big model · hover a token for details")
 
 
-def text_panel(routing: Routing, *, run_threshold: float, threshold: float | None = None,
-               run_rule: str = "perplexity", rule: str | None = None, given: str = "",
-               run_budget: float | None = None, budget: float | None = None,
-               prior: Sequence[float] | None = None) -> str:
+def text_panel(routing: Routing, view: RunView, given: str = "") -> str:
     """The whole text box: legend, what-if banner (when the asked decision differs from the run's), given
-    start and tokens. The run: `run_rule` at `run_threshold` or `run_budget`; the what-if: `rule` (None: the
-    run's) at `threshold` or `budget`, a budget replayed from the calibration's `prior`."""
-    run = Decision(run_rule, run_threshold, run_budget)
-    asked = asked_decision(run, threshold, rule, budget)
-    whatif = routing.whatif(asked, prior) if asked is not None else None
+    start and tokens, as `view` sees the run."""
+    run, asked = view.run, view.asked
+    whatif = view.whatif(routing)
     banner = whatif_banner(routing, run, asked, whatif) if asked is not None else ""
-    shown = whatif.decision.rule if whatif is not None else run_rule
+    shown = whatif.decision.rule if whatif is not None else run.rule
     by_share = whatif is not None and whatif.decision.budget is not None
-    body = tokens_html(routing, whatif=whatif, rule=shown, run_rule=run_rule, given=given)
+    body = tokens_html(routing, whatif=whatif, rule=shown, run_rule=run.rule, given=given)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
             f'data-rule="{html.escape(shown)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'

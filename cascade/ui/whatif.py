@@ -25,7 +25,7 @@ def whatif_update(threshold: Any, run: Run | None, rule: Any = None, budget: Any
         return Update()
     if budget is not None and not (0.0 <= budget <= 1.0):
         return Update()
-    return pictures(run, threshold, rule if rule in RULE_TABLE else run.config.rule, budget)
+    return pictures(run, run.view(threshold, rule if rule in RULE_TABLE else run.config.rule, budget))
 
 
 def whatif(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> tuple:
