@@ -1,7 +1,5 @@
-"""Each rule's curve, from the draft read along the target's own text (`engine/forcing.py`: a `Position` at
-every position). Sweeping a rule's threshold traces the share of positions it sends to the target (x)
-against the share where the kept token equals the target's (y): the escalated ones by construction, the
-others where the draft agrees. A curve costs one target run and one draft batch per prompt."""
+"""Each rule's curve over teacher-forced `Position`s: swept over its threshold, the share of positions sent to
+the target (x) against the share whose kept token equals the target's (y)."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ class Curve:
     thresholds: tuple[float | None, ...]  # the rule's threshold that gives each point (None at share 1)
 
     def share_at(self, agreement: float) -> float | None:
-        """The least share of positions the target must write for this agreement (None: never, which
-        happens only for an agreement above 1)."""
+        """The least share of positions the target must write for this agreement (None above 1)."""
         for share, agreed in zip(self.shares, self.agreements):
             if agreed >= agreement - 1e-12:
                 return share
@@ -75,10 +72,8 @@ class Curve:
 
 
 def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The trade-off of escalating positions most doubtful first, as arrays: the share sent to the target
-    and the agreement kept at each point (share 0 first), the doubts in escalation order, and the index (in
-    that order) of the last position each point escalates. Positions with equal doubt go together, as one
-    threshold sends all of them or none, so each point is a threshold's."""
+    """Escalating the most doubtful first, ties together: (shares, agreements) per point from share 0, the
+    doubts in escalation order, and the index of the last position each point escalates."""
     n = len(doubt)
     if n == 0:
         raise ValueError("no positions to draw a curve from")

@@ -1,13 +1,6 @@
-"""The learned router: a logistic regression that predicts "the big model would write another token here".
-
-It reads only what the draft has before the target is asked: the reading of the position (`reading.py`),
-the readings of the last few positions, what kind of token the draft proposes, and how far into the text
-it is; a router may also read the draft's final hidden state at the position (`HIDDEN`: what its LM head
-turns into the row, so it holds more than the row's top two probabilities), which the draft returns from
-the same decode. Using a router is a dot product in numpy; fitting one (scikit-learn) lives in the
-repository's `lab/`. A router is a small JSON file: feature names, the standardisation, the weights, the
-pair it was trained on and the data's size.
-"""
+"""The learned router: a logistic regression over what the draft knows before the target is asked (its
+reading, recent readings, the token's kind, the position, optionally its hidden state) predicting "the big
+model would write another token here". Used as a numpy dot product; stored as a small JSON file."""
 
 from __future__ import annotations
 
@@ -50,8 +43,7 @@ _CLASSES = ("token_space", "token_newline", "token_punct", "token_digit", "token
 
 
 def token_class(piece: str) -> tuple[float, ...]:
-    """Flags of a token's text: starts with a space, holds a newline, is punctuation only, holds a
-    digit, holds a letter, holds a character outside ASCII."""
+    """Flags of a token's text, in the order of `_CLASSES`."""
     stripped = piece.strip()
     return (float(piece[:1] == " "), float("\n" in piece),
             float(bool(stripped) and all(unicodedata.category(c).startswith("P") or unicodedata.category(c).startswith("S")
@@ -81,18 +73,14 @@ def features(reading: DraftReading, trail: Sequence[tuple[float, float] | None],
 
 @dataclass
 class Trail:
-    """The draft's readings at the positions written before the one being judged, as the router's history
-    features read them: (entropy there, the draft's log-probability of the token written there), None
-    where the draft did not read the position. Training (teacher forcing, `engine/forcing.py`) and serving
-    (`judge.Judge`) both add positions with `add` and read features with `features`, so the two cannot
-    drift apart."""
+    """The (entropy, log-probability of the written token) of the positions before the one judged (None where
+    the draft did not read one); training and serving both read features through it, so they cannot drift."""
 
     items: list[tuple[float, float] | None] = field(default_factory=list)
 
     @staticmethod
     def item(entropy: float | None, logp_written: float | None) -> tuple[float, float] | None:
-        """One position of the trail (a log-probability below -700 counts as -700, as a perplexity too large
-        to represent does)."""
+        """One position of the trail (a log-probability floored at -700)."""
         if entropy is None or logp_written is None:
             return None
         return entropy, max(logp_written, -700.0)
@@ -121,8 +109,7 @@ class Router:
 
     def probability(self, x: np.ndarray) -> np.ndarray | float:
         """P(the target would write another token) for one feature vector (a float) or rows of them."""
-        # Elementwise and summed rather than `@`: no BLAS call, whose spinning threads would slow the
-        # models' next decode (see rules.read_row).
+        # Elementwise rather than `@`: no BLAS threads left spinning to slow the next decode.
         z = (((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) * self.coef).sum(axis=-1) + self.intercept
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         return float(p) if np.ndim(p) == 0 else p
@@ -193,8 +180,7 @@ def shipped_routers() -> list[Router]:
 
 
 def shipped_router_for(draft: Path | str | None) -> Router | None:
-    """The shipped router trained for this draft file, recognised by the file itself (`identity.fingerprint`),
-    whatever its name or folder; None for a file no shipped router was trained with (or no file)."""
+    """The shipped router trained for this draft file, matched by its fingerprint; None if there is none."""
     if draft is None:
         return None
     try:
@@ -205,10 +191,8 @@ def shipped_router_for(draft: Path | str | None) -> Router | None:
 
 
 def load_router(setting: str, draft: Path | str | None = None) -> Router | None:
-    """The router a ModelConfig's `router` names: "" the shipped router trained for this `draft` file (None
-    where the project trained none for it: the learned rule is then not offered, and the defaults judge by
-    perplexity), "none" no router, otherwise that file, whichever draft it was trained with; ValueError in
-    words for a file that is missing or not a router."""
+    """The router a ModelConfig's `router` names: "" the shipped one for `draft` (or None), "none" None,
+    otherwise that file; ValueError in words for a file that is missing or not a router."""
     if setting.strip().lower() == "none":
         return None
     if not setting.strip():

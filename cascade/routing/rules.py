@@ -1,17 +1,5 @@
-"""When should the big model step in? The deferral rules.
-
-Before the target is asked, the draft has read its row for the position (`reading.py`: the probability
-of the token it proposes, of its top two tokens, the entropy of its distribution). A rule turns that
-reading into one number and compares it with the threshold in that number's own units:
-
-- `perplexity` (the seed's): exp(-log p) of the proposed token. Under greedy decoding that is exactly
-  1 / the top probability, so it reads only the top-1 probability.
-- `entropy`: how spread the whole distribution is, in nats.
-- `margin`: top-1 minus top-2 probability; a small margin means two tokens compete.
-- `learned`: a router's probability that the big model would write another token (`router.py`).
-
-Each token event records the reading, so any rule can re-judge a recorded run (`engine/analysis.py`).
-"""
+"""The deferral rules: each turns the draft's reading of a position (`reading.py`) into one number, compared
+with a threshold in that number's own units; a recorded reading can be re-judged by any rule."""
 
 from __future__ import annotations
 
@@ -25,7 +13,7 @@ class Rule:
     name: str
     description: str  # one sentence for the docs and the command line's help
     unit: str  # what the threshold is measured in, in words
-    default: float  # the default threshold, chosen from measurements (BENCHMARKS.md)
+    default: float  # the default threshold
     low: float  # the range a threshold may take
     high: float
     below: bool = False  # escalate when the score is below the threshold (margin), not above
@@ -74,12 +62,10 @@ def plain_number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-# Defaults: the seed's 5 for perplexity; for the others, the threshold at which each sends as many tokens to the
-# target as perplexity 5 does on the shipped train prompts (BENCHMARKS.md, "Which rule?").
+# Defaults: the seed's 5 for perplexity; the others send as many tokens to the target as it does.
 RULE_TABLE: dict[str, Rule] = {
     r.name: r
     for r in (
-        # Below perplexity 1 every token goes to the target, and above 100 almost none does.
         Rule("perplexity",
              "the draft's perplexity of the token it proposes, exp(-log p); escalate above the threshold",
              "perplexity, 1 = certain", 5.0, 0.0, 1e6, log_scale=True, useful=(1.0, 100.0)),
