@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from cascade.engine.config import ModelConfig
-from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.serving.settings import SERVING_DEFAULTS, add_model_flags, model_config, model_flags
 
 from .helpers import cascade, json_lines
 
@@ -39,6 +39,12 @@ def test_the_command_line_has_no_page_only_flag():
     add_model_flags(parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["--parallel", "2"])
+
+
+def test_servers_run_several_generations_at_once_and_the_library_one():
+    assert model_config(env={}).parallel == ModelConfig().parallel == 1
+    assert model_config(env={}, serving=True).parallel == SERVING_DEFAULTS["parallel"] > 1
+    assert model_config(env={"CASCADE_PARALLEL": "2"}, serving=True).parallel == 2
 
 
 def test_model_settings_out_of_range_are_named():

@@ -60,9 +60,9 @@ class ModelConfig:
                              env="CASCADE_GPU_LAYERS", flag="--gpu-layers")
     router: str = _opt("", "router file for the learned rule (none: without one; default: the shipped router)",
                        env="CASCADE_ROUTER", flag="--router")
-    # Slots (engine/batching.py): the library loads one, the page and `serve` four (`serving`).
+    # Slots (engine/batching.py): one for the library; servers set their own (serving/settings.py).
     parallel: int = _opt(1, "generations that run at once over one pair of models (slots)", min=1,
-                         max=64, env="CASCADE_PARALLEL", flag="--parallel", page_only=True, serving=4)
+                         max=64, env="CASCADE_PARALLEL", flag="--parallel")
 
 
     def validate(self) -> "ModelConfig":

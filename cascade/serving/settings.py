@@ -18,6 +18,12 @@ from ..engine.prompt import parse_history
 from ..routing.rules import RULE_TABLE
 
 
+# The page and `serve` serve several visitors at once: their defaults where the library's differ, and
+# the flags only they offer (the command line runs one generation at a time).
+SERVING_DEFAULTS: Mapping[str, Any] = {"parallel": 4}
+SERVING_ONLY = ("parallel",)
+
+
 def _model_fields() -> list[dataclasses.Field]:
     return list(dataclasses.fields(ModelConfig))
 
@@ -25,11 +31,10 @@ def _model_fields() -> list[dataclasses.Field]:
 def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                  serving: bool = False) -> ModelConfig:
     """The models' settings: each field from its flag if given (not None), else its environment variable
-    if set and not blank, else the default (with `serving`, for the page and `serve`, a field's own
-    serving default where it has one: four slots). ValueError names a variable that is not a number."""
+    if set and not blank, else the default (with `serving`, for the page and `serve`, `SERVING_DEFAULTS`
+    first). ValueError names a variable that is not a number."""
     flags, env = flags or {}, os.environ if env is None else env
-    values: dict[str, Any] = {f.name: f.metadata["serving"] for f in _model_fields()
-                              if serving and "serving" in f.metadata}
+    values: dict[str, Any] = dict(SERVING_DEFAULTS) if serving else {}
     for f in _model_fields():
         flag_value = flags.get(f.name)
         if flag_value is not None:
@@ -50,9 +55,9 @@ def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None
     environment can still speak."""
     for f in _model_fields():
         meta, default = f.metadata, f.default
-        if meta.get("page_only") and not page:
+        if f.name in SERVING_ONLY and not page:
             continue
-        default = meta.get("serving", default) if page else default
+        default = SERVING_DEFAULTS.get(f.name, default) if page else default
         parser.add_argument(meta["flag"], dest=f.name, type=type(default), default=None,
                             help=f"{meta['help']} (env {meta['env']}; default {default})")
 
