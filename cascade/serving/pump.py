@@ -1,17 +1,6 @@
-"""An engine's generation in a thread of its own, its events handed to whoever serves them as they come.
-
-A handler that pulled the engine's events itself would stop the models for as long as it takes to draw
-or send each one (a few milliseconds at every update on the page, more as the text grows: 4% of a
-400-token answer's time on the real pair). Here the engine never waits on its reader: a thread runs the
-events' generator and keeps every event. The page's handlers (plain generators) take them in batches, at
-most one per interval (`batches`); the API's handlers (async) await them one by one (`stream`).
-
-Leaving the `with` block, as Gradio's Stop does when it closes the handler, cancels the generation at its
-next event and waits for the thread, so the engine is free when the block is left. Async code, which
-must not wait, calls `cancel()`: the thread closes the generator at its next event, leaving both models
-ready for the next request. A generator that leases an engine from a pool (`EngineService.lease`) holds
-the lease in that thread, and gives it back there when it ends.
-"""
+"""An engine's generation in a thread of its own, so the engine never waits on its reader: the page takes
+its events in batches (`batches`), the API awaits them one by one (`stream`). Leaving the `with` block
+cancels the generation at its next event and waits for the thread; async code calls `cancel()` instead."""
 
 from __future__ import annotations
 
@@ -22,10 +11,8 @@ import time
 from contextlib import closing
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
-# A generation thread hands Python's GIL back at every call into llama.cpp and wants it again at its
-# end; while a server's event loop holds it to send a chunk, the thread waits up to the interpreter's
-# switch interval (5 ms by default) each time, several times a token. At 0.5 ms the API streamed at
-# 0.98x the engine's speed instead of 0.87x (`python -m cascade api-bench`, the real pair, 2 threads).
+# The generation thread wants the GIL back after every llama.cpp call; the default 5 ms switch interval
+# makes it wait on a server's event loop several times a token.
 SWITCH_INTERVAL_S = 0.0005
 
 
@@ -108,11 +95,9 @@ class EventPump:
 
     def batches(self, every: float | Callable[[], float],
                 at_once: Callable[[Any], bool] = lambda _event: False) -> Iterator[Sequence[Any]]:
-        """The events in order, in batches at most one per `every` seconds (a number, or a function asked
-        before each batch; the first as soon as there is one, the last as soon as the generation ends),
-        except that an event for which `at_once` is true is handed on without waiting out the interval
-        (the answer marked written, before a pass the reader shows as a step of its own).
-        An exception of the generation is raised here."""
+        """The events in order, in batches at most one per `every` seconds (a number, or a function asked before
+        each), the first and the last at once, as is an event for which `at_once` is true; the generation's
+        exception is raised here."""
         interval = every if callable(every) else (lambda: every)
         taken, last = 0, float("-inf")
         while True:

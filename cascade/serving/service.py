@@ -1,13 +1,5 @@
-"""The engines the page and the API share: chosen by flags or environment variables, loaded once, leased per request.
-
-Loading is lazy so that importing the app (tests, tools, a Space's build step) never touches a model;
-it happens once per process, behind a lock, so visitors arriving together wait for one load. With
-`parallel` N (CASCADE_PARALLEL), the pair loads with N slots, one engine each over the same two models and
-contexts (`engine/batching.py`); each running request leases one (`lease`), so N generations run at once,
-their model calls decoded together, and never two on one slot; the others wait in line. A failed load
-is remembered for `retry_after_s`: every request in that window gets the same message at once, instead
-of waiting for the Hub again; after it, the next request tries again (the Hub may be back).
-"""
+"""The engines the page and the API share: chosen by flags or environment, loaded lazily once behind a lock,
+one per slot, leased per request; a failed load is remembered for `retry_after_s`, then tried again."""
 
 from __future__ import annotations
 
@@ -29,8 +21,7 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 
-# Long enough that a burst of visitors after a failure is answered at once, short enough that a Hub
-# that comes back is used within a minute.
+# A burst of visitors after a failure is answered at once; a Hub that comes back is used within a minute.
 FAILED_LOAD_MEMORY_S = 60.0
 
 
@@ -91,10 +82,8 @@ class EngineService:
             pass  # remembered: the next request is told
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """Whether the engines are loaded within `timeout_s` seconds, starting the load if nothing has: a
-        request that comes while they load is then answered, not told to come back. It waits on the lock a
-        load holds, whoever began it (the start-up, the page, the API), and raises the remembered ModelError
-        of a failed load at once."""
+        """Whether the engines are loaded within `timeout_s` seconds, starting the load if nothing has; raises
+        the remembered ModelError of a failed load at once."""
         deadline = time.monotonic() + timeout_s
         while not self.ready():
             left = deadline - time.monotonic()
@@ -165,9 +154,8 @@ class EngineService:
         self._engines, self._failure = engines, None
 
     def router(self) -> Router | None:
-        """The learned rule's router the engines use: their own once they are loaded; before that, the
-        one the settings name (`ModelConfig.router`), read from its file, or None (also for a bad file or
-        setting, which the first request is told of when the models load)."""
+        """The engines' router once loaded; before that, the one the settings name, or None (also for a bad
+        file, which the first request is told of when the models load)."""
         if self.loaded:
             return self._engines[0].router
         try:
@@ -185,7 +173,6 @@ class EngineService:
 
 
 def warm_up(engine: Engine) -> None:
-    """Short generations through both models, as part of loading: the first visitor's measured speed is
-    then not the cost of the operating system paging the weights in, and `auto` already knows this
-    pair's costs (`Engine.calibrate`)."""
+    """Short generations through both models at loading, so the first visitor's speed is not paging's and
+    `auto` knows the pair's costs (`Engine.calibrate`)."""
     engine.calibrate()

@@ -1,9 +1,5 @@
-"""Reading settings: a flag wins over an environment variable, which wins over the config's default.
-
-The command line (`cli/`) and the page's launcher (`app.py`) both build their flags here and resolve
-them with `model_config`, so `CASCADE_THREADS` means the same to both. Each flag's name, environment
-variable, help and range come from the config fields' metadata (`config.py`).
-"""
+"""Flags for the command line and the launcher, from the config fields' metadata, resolved with
+`model_config`: a flag wins over an environment variable, which wins over the default."""
 
 from __future__ import annotations
 
@@ -18,8 +14,7 @@ from ..engine.prompt import parse_history
 from ..routing.rules import RULE_TABLE
 
 
-# The page and `serve` serve several visitors at once: their defaults where the library's differ, and
-# the flags only they offer (the command line runs one generation at a time).
+# The defaults and flags of the page and `serve`, which serve several visitors at once.
 SERVING_DEFAULTS: Mapping[str, Any] = {"parallel": 4}
 SERVING_ONLY = ("parallel",)
 
@@ -30,9 +25,8 @@ def _model_fields() -> list[dataclasses.Field]:
 
 def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                  serving: bool = False) -> ModelConfig:
-    """The models' settings: each field from its flag if given (not None), else its environment variable
-    if set and not blank, else the default (with `serving`, for the page and `serve`, `SERVING_DEFAULTS`
-    first). ValueError names a variable that is not a number."""
+    """The models' settings: flag (not None), else environment variable (not blank), else default
+    (`SERVING_DEFAULTS` first with `serving`); ValueError names a variable that is not a number."""
     flags, env = flags or {}, os.environ if env is None else env
     values: dict[str, Any] = dict(SERVING_DEFAULTS) if serving else {}
     for f in _model_fields():
