@@ -1,15 +1,6 @@
-"""Reading a request's fields by type, as OpenAI's API does, and refusing a request (`ApiError`).
-
-One table per endpoint says what type each field takes (`CHAT`, `COMPLETION`, and inside them a message,
-`stream_options` and the `cascade` object, whose settings take their `GenerationConfig` field's type).
-`check` holds a body to its table before anything reads it, so `"stream": "yes"` is refused, naming
-`stream` and what it takes, instead of being taken as true; `protocol.py` then reads values whose types
-are known. A field that is absent or null is not given: its default applies. What a value means (a model
-on offer, a setting's range) is judged afterwards, by `protocol.py` and the engine's validator.
-
-`json_object` reads a body's bytes: anything that is not one JSON object (bytes that are not UTF-8, a
-nesting too deep to read, NaN, a list, nothing at all) is a 400 that says so, never a server error.
-"""
+"""Each request field's type, one table per endpoint (`CHAT`, `COMPLETION`), and a refused request
+(`ApiError`): `check` holds a body to its table before anything reads it (absent or null is not given), and
+`json_object` answers anything that is not one JSON object with a 400, never a server error."""
 
 from __future__ import annotations
 
@@ -30,8 +21,7 @@ QUOTED_CHARS = 40  # of a string a refusal quotes
 
 
 class ApiError(Exception):
-    """A request this server refuses: OpenAI's error object, with its HTTP status (and, for a 503, how
-    many seconds a client should wait before it tries again)."""
+    """A refused request: OpenAI's error object, its HTTP status and, for a 503, its Retry-After."""
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  kind: str = "invalid_request_error", retry_after_s: float | None = None) -> None:
@@ -44,9 +34,8 @@ class ApiError(Exception):
 
 
 def shown(value: Any) -> str:
-    """A value as a refusal quotes it: JSON's own words for a small one, only the kind of a list or an
-    object (never the whole of a long or deeply nested one), and a string cut short, its characters
-    beyond ASCII escaped (a lone surrogate, which no response could encode, stays printable)."""
+    """A value as a refusal quotes it: JSON for a scalar, only the kind of a list or an object, a string cut
+    short and escaped to ASCII."""
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list):
@@ -60,9 +49,8 @@ def shown(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Kind:
-    """What a field takes: the test of a value, the words a refusal says it with (and why, where that is
-    not plain), and for an object the fields inside it (`inner`, with those it must have), for a list
-    what each item is (`items`)."""
+    """What a field takes: a test, the words (and why) a refusal says, an object's `inner` fields (and
+    `required`), a list's `items`."""
 
     words: str
     test: Callable[[Any], bool]
@@ -108,8 +96,7 @@ STOP = Kind(f"a non-empty string or a list of at most {MAX_STOP} non-empty strin
 MODEL = Kind("a string", STRING.test, why="the id of a model on offer (GET /v1/models lists them)")
 PROMPT = Kind("a string (or a list of one string)",
               lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(p, str) for p in v))
-# A chat app may send tools, and "none" or "auto" leaves the model free not to call one; no answer here
-# can call one, so a request that insists is refused rather than answered without the call it asked for.
+# No answer here can call a tool, so a request that insists on one is refused.
 TOOL_CHOICE = Kind('"none" or "auto"', lambda v: v in ("none", "auto"),
                    why="tools are not supported here, so no answer can be made to call one")
 MESSAGE = Kind("an object with a role and a content", OBJECT.test, required=("role", "content"), inner={
@@ -128,8 +115,7 @@ def _setting_kind(f: dataclasses.Field) -> Kind:
     return {str: STRING, int: INTEGER, float: NUMBER, bool: BOOLEAN}[kind]
 
 
-# Where a request gives each GenerationConfig field: OpenAI's own fields of those names; the `cascade` object
-# (those OpenAI's fields do not carry); the model names the policy, and the messages the rest.
+# GenerationConfig fields given by OpenAI's fields of those names, and by the `cascade` object.
 OPENAI_SETTINGS = ("max_tokens", "temperature", "top_p", "seed", "stop")
 EXTENSION_SETTINGS = ("rule", "threshold", "budget", "span", "k", "rollback_threshold", "bild_window", "lookup_ngram",
                       "top_k")
@@ -155,8 +141,7 @@ COMPLETION = Kind("a JSON object", OBJECT.test, required=("model", "prompt"), in
 
 
 def check(value: Any, kind: Kind, param: str = "") -> None:
-    """Raise ApiError (400, its `param` the field's path, such as messages[0].role) for the first field of
-    `value`, the request body at the top, whose value is not of its kind."""
+    """Raise ApiError 400 (its `param` the path, such as messages[0].role) for the first field not of its kind."""
     if not kind.test(value):
         why = f": {kind.why}" if kind.why else ""
         raise ApiError(400, f"{param or 'the request body'} must be {kind.words}, got {shown(value)}{why}",
@@ -183,8 +168,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
-    """A request body's bytes as the JSON object a request must be; ApiError 400, saying what to send,
-    for anything else."""
+    """A request body's bytes as a JSON object; ApiError 400, saying what to send, for anything else."""
     if not raw.strip():
         raise ApiError(400, "the request body is empty: send a JSON object, such as "
                             '{"model": "cascade", "messages": [{"role": "user", "content": "Hi"}]}')

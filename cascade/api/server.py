@@ -1,19 +1,7 @@
-"""The OpenAI-compatible HTTP API: chat apps (Open WebUI, Jan, SillyTavern, ...) use the engine through it.
-
-`create_api(service)` returns a FastAPI app with `GET /v1/models`, `POST /v1/chat/completions`,
-`POST /v1/completions` and llama-server's `GET /health` (no key: a load balancer asks it). It shares the
-page's `EngineService`: a request leases a slot as a page visitor's does, so N slots serve N requests
-at once, page and API together, in the order they came. Each request runs the engine's generator in a
-thread of its own (`serving.pump`) and streams its events as they come; a client that goes away stops its
-generation at once (the generator is closed, as the page's Stop closes it).
-A request that comes while the models load waits for them; no request, whatever its body, header or size,
-gets a server error or a closed connection for it: it is refused in OpenAI's error shape.
-
-Settings (environment): CASCADE_API_KEY (a Bearer key every request must carry; unset, anyone may call, as
-anyone may use the page), CASCADE_API_CORS (origins a browser client may call from, comma-separated, or *),
-CASCADE_API_QUEUE (requests that may wait or run at once; past it, 429), CASCADE_API_LOAD_WAIT (seconds a
-request waits for the models to load; past it, 503).
-"""
+"""The OpenAI-compatible HTTP API (`create_api`): /v1/models, /v1/chat/completions, /v1/completions and
+llama-server's /health, over the page's `EngineService`, each request in a pump thread of its own; a client
+that leaves stops its generation, and every refusal, whatever the request, is in OpenAI's error shape.
+Environment: CASCADE_API_KEY, CASCADE_API_CORS, CASCADE_API_QUEUE (past it, 429), CASCADE_API_LOAD_WAIT."""
 
 from __future__ import annotations
 
@@ -49,16 +37,12 @@ log = logging.getLogger(__name__)
 
 # As many as the page's own queue holds (app.py's max_size).
 DEFAULT_QUEUE = 64
-# A request that comes while the models load waits this long for them, then is answered as usual. The
-# real pair loads and warms up in about 15 s from the disk (a first download from the Hub takes minutes);
-# two minutes covers a load from the disk many times over and stays well under a client's own patience
-# (the `openai` library waits 600 s; Open WebUI, unless AIOHTTP_CLIENT_TIMEOUT says otherwise, for ever),
-# so a client hears a 503 with Retry-After rather than timing out, and a request is not held for ever.
+# How long a request waits for the models to load before a 503: a load from disk many times over, well
+# under a client's own patience (the `openai` library waits 600 s).
 DEFAULT_LOAD_WAIT_S = 120.0
 # What a 503 while the models still load asks a client to wait before it tries again.
 LOADING_RETRY_AFTER_S = 5
-# A body larger than this is refused (413) before it is read: 4 MiB is over a hundred times the text the
-# largest context (32768 tokens) can hold, and no part of a request here is anything but text.
+# Refused (413) before it is read: over a hundred times the text the largest context can hold.
 MAX_BODY_BYTES = 4 * 2**20
 
 
@@ -91,10 +75,8 @@ def _from_env(env: dict[str, str], name: str, kind: type, default: Any, words: s
 
 
 class Answer:
-    """One request's generation: it leases an engine in the pump's thread (waiting there, not in the event
-    loop, while every engine is busy), writes without the target's scoring pass (no API field reports it,
-    and the stream's last chunk, after an end-of-text token, would wait for it), and notes the target's
-    measured speed for the final chunk's timings."""
+    """One request's generation: an engine leased in the pump's thread, no scoring pass (no field reports
+    it), and the target's measured speed for the final chunk's timings."""
 
     def __init__(self, service: EngineService, request: Request) -> None:
         self.service, self.request = service, request
@@ -142,17 +124,15 @@ def _sse(payload: Any) -> str:
 
 
 class _AsciiJSON(JSONResponse):
-    """JSON with every character beyond ASCII escaped: an error may quote what a request sent, and a lone
-    surrogate (which JSON's escapes can carry and UTF-8 cannot) must not stop the answer being written."""
+    """JSON escaped to ASCII, so that a lone surrogate quoted from a request cannot stop the answer."""
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, separators=(",", ":")).encode("ascii")
 
 
 async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
-    """`function(*args)` in a daemon thread of its own, awaited: the event loop serves others meanwhile, a
-    wait of minutes holds no pool's worker (at most CASCADE_API_QUEUE requests wait at once, each in its
-    place), and a server that is stopped does not wait for it."""
+    """`function(*args)` in a daemon thread of its own, awaited: no pool's worker is held, and a stopped
+    server does not wait for it."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future = loop.create_future()
 
@@ -195,8 +175,7 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
                            code="invalid_api_key")
 
     async def models_ready() -> None:
-        """Return once the models are loaded, waiting for them (in a thread: the event loop goes on serving)
-        up to `settings.load_wait_s`: a 503 past that, and at once after a failed load."""
+        """Return once the models are loaded, waiting up to `settings.load_wait_s`; else a 503."""
         try:
             if service.ready() or await _in_thread(service.wait_ready, settings.load_wait_s):
                 return
@@ -218,8 +197,7 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
         return fields.json_object(bytes(raw))
 
     def take_place() -> Callable[[], None]:
-        """A place among the requests that wait or run (429 when every one is taken), and the function that
-        gives it back, once."""
+        """A place among the requests that wait or run (429 when none is free), and its give-back, once."""
         with lock:
             if waiting["n"] >= settings.queue:
                 raise ApiError(429, f"{settings.queue} requests are already waiting or running; try again soon",
@@ -306,8 +284,7 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             finish()  # a client that left stops its generation here
 
     def retry_after(e: ApiError) -> str:
-        """Seconds a client should wait before it tries again: the error's own, else those until a failed
-        load is tried again, else a moment."""
+        """Seconds a client should wait before it tries again (Retry-After)."""
         seconds = e.retry_after_s if e.retry_after_s is not None else service.retry_in_s() or LOADING_RETRY_AFTER_S
         return str(max(1, math.ceil(seconds)))
 
@@ -317,9 +294,8 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
                           e.status == 503 else None)
 
     def guarded(route: Callable[[HttpRequest], Awaitable[Any]]) -> Callable[[HttpRequest], Awaitable[Any]]:
-        """The route with its every failure answered in OpenAI's shape: an ApiError as it says, anything else
-        a logged 500 (a fault of this server's). Answered here, not by an exception handler for Exception:
-        Starlette raises the exception again after such a handler, and uvicorn then closes the connection."""
+        """The route with every failure answered in OpenAI's shape (here, not by a handler for Exception, after
+        which Starlette raises again and uvicorn closes the connection)."""
         @functools.wraps(route)
         async def answered(http: HttpRequest) -> Any:
             try:
@@ -339,9 +315,7 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
                               "invalid_request_error"))
 
     async def health(http: HttpRequest) -> JSONResponse:
-        """llama-server's health check, for a load balancer or a start-up script (no key needed): 200 once
-        the models are loaded, 503 while they load (asking starts the load, if nothing has) or after a
-        load failed, with the reason in words a visitor may read."""
+        """llama-server's health check (no key): 200 once loaded, else 503 with the state and any reason."""
         state, reason = service.status()
         if state == "ok":
             return JSONResponse({"status": "ok"})
