@@ -1,16 +1,6 @@
-"""The request's controls: one per setting the generate endpoint takes (`GENERATE_INPUTS`).
-
-Every control that sets a request is named after its `GenerationConfig` field and takes its range and
-help from there, and its starting value from the page's start (`page_start`). The rule's dropdown offers the
-learned rule only when the page has a router, which `current_router` asks for when the page is built and when
-it loads.
-
-How much the big model writes is set one of two ways (`share_controls`): as a share of the tokens, in
-percent (the budget; the page's start), or, one tick away, as a threshold in the rule's units, dragged on
-a bar of its own, on a log scale where the rule's is one (`threshold_bar`). The request's `budget` is a
-hidden number the share's slider and the tick set in the browser (`share_js`): the share over 100, or
-nothing (null) when the threshold decides.
-"""
+"""The request's controls, one per setting the generate endpoint takes, each named after its `GenerationConfig`
+field and starting at `page_start`; how much the big model writes is a share in percent or, ticked, a threshold
+on a bar of its own (`share_controls`), the hidden `budget` set in the browser (`share_js`)."""
 
 from __future__ import annotations
 
@@ -35,8 +25,7 @@ Component = gr.components.Component
 # Returns the learned rule's router the page's engines use (None: none, and the rule is not offered).
 RouterSource = Callable[[], Any]
 
-# The page starts with the big model writing 10% of the tokens (a budget: the same promise on code and chat,
-# where no one threshold is), by the margin rule, or the learned router where the page has one (`page_start`).
+# The big model writes 10% of the tokens, by the margin rule, or the learned router where the page has one.
 PAGE_START = GenerationConfig(rule="margin", threshold=0.1, budget=0.1)
 
 RULE_LABEL = "How the small model judges its own token"
@@ -50,8 +39,7 @@ def trained_on(router: Any) -> str | None:
 
 
 def current_router(source: RouterSource | None) -> Any:
-    """The router `source` gives now (None without a source, or if asking fails: the page then offers no
-    learned rule rather than breaking)."""
+    """The router `source` gives now; None without a source or if asking fails."""
     if source is None:
         return None
     try:
@@ -62,13 +50,11 @@ def current_router(source: RouterSource | None) -> Any:
 
 
 def prompt_controls(examples: Sequence[Example]) -> dict[str, Component]:
-    """The prompt (the page's first example, `load_examples(page=True)`), and the hidden field of a
-    follow-up's earlier turns."""
+    """The prompt (the first example) and the hidden field of a follow-up's earlier turns."""
     return {
         "prompt": gr.Textbox(label="Prompt", lines=2, max_lines=12, placeholder="Ask something, or start a text…",
                              value=examples[0].prompt if examples else "", elem_classes="cascade-prompt"),
-        # A follow-up's earlier turns, as JSON (`conversation.py`): set by "Ask a follow-up", a branch or a
-        # link, read by Generate and by "Copy link" like any other setting.
+        # As JSON (`conversation.py`), set by a follow-up, a branch or a link, read like any other setting.
         "history": gr.Textbox(value="", visible="hidden", label="Earlier turns", elem_classes="cascade-history"),
     }
 
@@ -96,8 +82,7 @@ def framing_controls() -> dict[str, Component]:
 
 def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None = None, step: float = 1,
             info: str | None = None) -> gr.Slider:
-    """A slider for a GenerationConfig field: its default, its range (narrowed to what a visitor needs)
-    and its help."""
+    """A slider for a GenerationConfig field: its default, its range (narrowed by lo, hi) and its help."""
     meta = limits(GenerationConfig, name)  # (the threshold's slider is the rule's: `rulewords.slider_props`)
     return gr.Slider(minimum=max(meta["min"], lo) if lo is not None else meta["min"],
                      maximum=min(meta["max"], hi) if hi is not None else meta["max"],
@@ -106,9 +91,7 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
 
 @dataclass
 class ShareControls:
-    """The controls that set how much the big model writes, beside the request's own (`budget`,
-    `threshold`): the share's slider, the tick that chooses the threshold instead, the threshold's box
-    (shown when ticked), and the threshold's bar in it."""
+    """The share's slider, the tick that chooses a threshold instead, the threshold's box, and its bar."""
 
     share: gr.Slider
     by_threshold: gr.Checkbox
@@ -117,23 +100,19 @@ class ShareControls:
 
 
 def page_start(has_router: bool) -> GenerationConfig:
-    """The request the page starts with: `PAGE_START`, by the learned router at its default threshold where
-    the page has one."""
+    """`PAGE_START`, by the learned router at its default threshold where the page has one."""
     if not has_router:
         return PAGE_START
     return PAGE_START.replace(rule="learned", threshold=RULE_TABLE["learned"].default)
 
 
 def start_percent(start: GenerationConfig = PAGE_START) -> float:
-    """Where the share's slider starts: the start's share in percent, or 10% where the page starts with a
-    threshold deciding (the share an untick brings back)."""
+    """Where the share's slider starts: the start's share in percent, else 10%."""
     return round(100 * start.budget, 2) if start.budget is not None else 10.0
 
 
 def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Component], ShareControls]:
-    """How much the big model writes: a share of the tokens (the main control), or, ticked, a threshold in
-    the units of `start`'s rule; the request's `budget` (hidden) and `threshold` controls, and the parts
-    around them."""
+    """The request's `budget` (hidden) and `threshold` controls, and the parts that set them."""
     by_share = start.budget is not None
     with gr.Group(elem_classes="cascade-share-box"):
         share = gr.Slider(0, 100, value=start_percent(start), step=1, label=SHARE_LABEL, visible=by_share,
@@ -154,12 +133,8 @@ def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Comp
 
 
 def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareControls]:
-    """The controls of every setting a visitor may change, by field name, at the page's start
-    (`PAGE_START`), and the parts that set how much the big model writes (`share_controls`). `router`: the
-    learned rule's, if the page has one (the rule is offered only then). The threshold is a slider in the
-    rule's units (the generate endpoint's input, a link's and a run file's number); the bar a visitor
-    drags is the one under it (`threshold_bar`). With a router the page starts by the learned rule
-    (`page_start`)."""
+    """The controls of every setting a visitor may change, by field name, at `page_start`, and the share's
+    parts; the learned rule is offered only with a `router`."""
     seed_meta = limits(GenerationConfig, "seed")
     start = page_start(router is not None)
     policies = [(rulewords.policy_label(p.name), p.name) for p in offered_policies()]
@@ -194,10 +169,8 @@ def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareCo
 # ---- the share: a percent slider and a tick, setting the request's budget in the browser ---------------
 
 def share_js(direction: str) -> str:
-    """The browser-side step between the share's controls and the request's budget: "to_budget" (the
-    slider moved, or the tick changed: the budget is the share over 100, or null when the threshold
-    decides) or "from_budget" (the budget set any other way, by a link, a fork or the slider itself: the
-    slider and the tick follow it)."""
+    """The browser-side step between the share's controls and the budget: "to_budget" (share / 100, or null
+    when ticked) or "from_budget" (the slider and the tick follow a budget set any other way)."""
     if direction == "to_budget":
         return "(share, byThreshold) => byThreshold ? null : Math.round(Number(share) * 100) / 10000"
     return ("(budget, share) => (budget === null || budget === undefined || budget === '' || isNaN(Number(budget)))"
@@ -205,18 +178,15 @@ def share_js(direction: str) -> str:
 
 
 def shown_by(by_threshold: Any) -> tuple:
-    """The tick changed: the share's slider shown when the share decides, the threshold's box when the
-    threshold does."""
+    """The tick changed: show the share's slider or the threshold's box."""
     ticked = bool(by_threshold)
     return gr.update(visible=not ticked), gr.update(visible=ticked)
 
 
 # ---- the threshold's bar: even steps on the rule's own scale -------------------------------------------
 
-# Gradio's slider is linear, and perplexity's useful 1 to 10 would be a tenth of its 1 to 100. The threshold
-# slider keeps the number in the rule's units (the endpoint's input; its own bar is hidden by the page's
-# CSS), and a bar of BAR_STEPS even steps drives it, on a log scale where the rule's scale is one
-# (`Rule.log_scale`), so that 1 to 10 is half of perplexity's bar. Both sides run in the browser.
+# Gradio's slider is linear; a bar of BAR_STEPS even steps, logarithmic where the rule is, drives the
+# (hidden) threshold slider in the browser, so perplexity's 1 to 10 is half its bar.
 BAR_STEPS = 1000
 
 
@@ -263,9 +233,8 @@ _BAR_FUNCTIONS = """
 
 
 def bar_js(direction: str) -> str:
-    """The browser-side step of the bar: "to_threshold" (the bar dragged: the threshold it stands for) or
-    "to_bar" (the threshold set, by a visitor, a link, a rule or a fork: the bar follows it, unless it
-    already stands there, so that dragging is never pulled back by the threshold's rounding)."""
+    """The browser-side step of the bar: "to_threshold" (dragged) or "to_bar" (the threshold set elsewhere;
+    the bar stays if it already stands there, so rounding never pulls a drag back)."""
     body = ("return toThreshold(bar, rule);" if direction == "to_threshold" else
             "return toThreshold(bar, rule) === Number(threshold) ? bar : toBar(threshold, rule);")
     functions = _BAR_FUNCTIONS.replace("__SCALES__", json.dumps(bar_scales())).replace("__STEPS__", str(BAR_STEPS))

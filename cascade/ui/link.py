@@ -109,12 +109,9 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
 
 
 def copy_link_js() -> str:
-    """The browser-side function of "Copy link": the page's URL with the controls' values as query
-    parameters (those at the page's start left out, but for the request, the rule with its threshold, and
-    the budget where one is used: a link read later, when the page may start elsewhere, means the same; a
-    threshold's link names no budget), copied to the clipboard and
-    shown; past LINK_LIMIT characters (a long conversation, or a long prompt) no link, but a sentence
-    saying to download the run instead."""
+    """The browser-side function of "Copy link": the page's URL with the controls' values that differ from the
+    page's start (the request, rule, threshold and budget always, so the link means the same later), copied
+    and shown; past LINK_LIMIT characters, a sentence saying to download the run instead."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
     always = json.dumps(["prompt", "mode", "policy", "rule", "threshold", "budget"])
     too_long = json.dumps(f"This link would be more than {LINK_LIMIT:,} characters long, too long to be "
@@ -139,10 +136,8 @@ def copy_link_js() -> str:
 # ---- opening a link ----------------------------------------------------------------------------------
 
 def make_apply_link(router: RouterSource | None = None):
-    """On load: the controls a link's query parameters set, a message about them, and whether to run.
-    The rule's dropdown offers the learned rule only if the page has a router now; a linked rule brings
-    its own threshold slider (range, label and the link's threshold, or the rule's default), and a link
-    that names none the page's start as it is now (`page_start`: the learned rule where a router loaded)."""
+    """On load: the controls a link's query parameters set (a rule with its own slider; none, the page's start
+    as it is now), a message about them, and whether to run."""
 
     def apply_link(request: gr.Request) -> tuple:
         loaded = current_router(router)

@@ -1,10 +1,5 @@
-"""What the page says about a deferral rule (`cascade.rules`): its control's words, its slider, its axis,
-and one line per position, in plain words; and each policy's name in the page's dropdown.
-
-A rule's number is read in its own units: perplexity (1 = certain), entropy (nats, 0 = certain), the
-margin between the two likeliest tokens (1 = certain; the big model writes BELOW the line), and a
-learned router's probability that the big model would write another token.
-"""
+"""What the page says about a deferral rule (its control's words, its slider, its axis, one line per position)
+and each policy's name in the page's dropdown."""
 
 from __future__ import annotations
 
@@ -15,8 +10,6 @@ from typing import Any
 from ..engine.analysis import as_rule
 from ..routing.rules import RULE_TABLE, Rule
 from .style import fmt_ppl, fmt_threshold
-
-DEFAULT_RULE = "perplexity"
 
 # What the page's dropdown says for each policy.
 POLICY_LABELS = {
@@ -83,9 +76,7 @@ WORDS: dict[str, Words] = {
 
 
 def plain_name(rule: Rule | str, short: bool = False) -> str:
-    """The rule in a sentence, named by the number it reads: "the perplexity rule", "the entropy rule",
-    "the margin rule", "the learned router" (`WORDS[...].does` says what each weighs; the page's guide says
-    what each number means). `short`: the same words, for a chart's legend."""
+    """The rule in a sentence: "the margin rule", "the learned router"; `short` (a legend's) says the same."""
     name = as_rule(rule).name
     return "the learned router" if name == "learned" else f"the {name} rule"
 
@@ -154,8 +145,7 @@ def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdic
 
 
 def moving_threshold(rule: Rule | str, threshold: float) -> str:
-    """A threshold a share set at one position, which may stand past every number (a share already
-    delivered, or far behind)."""
+    """A threshold a share set at one position, which may stand past every number."""
     if math.isfinite(threshold):
         return fmt_score(rule, threshold)
     nobody = (threshold > 0) != as_rule(rule).below
@@ -169,8 +159,7 @@ def share(budget: float) -> str:
 
 
 def meant(rule: Rule | str, threshold: float) -> str:
-    """A threshold in a sentence, with what it is a threshold of: "a threshold of 0.060 on the small
-    model's margin"."""
+    """A threshold in a sentence: "a threshold of 0.060 on the small model's margin"."""
     return f"a threshold of {fmt_score(rule, threshold)} on {WORDS[as_rule(rule).name].number}"
 
 
@@ -182,7 +171,6 @@ def unscored(rule: Rule | str) -> str:
 
 
 def when(rule: Rule | str, tense: str = "is") -> str:
-    """When a rule sends a token to the big model, as a clause: "the small model's margin is below the
-    threshold"."""
+    """When a rule sends a token to the big model: "the small model's margin is below the threshold"."""
     rule = as_rule(rule)
     return f"{WORDS[rule.name].number} {tense} {'below' if rule.below else 'above'} the threshold"
