@@ -1,15 +1,5 @@
-"""The page's layout and the wiring of its events.
-
-`build_demo(engine_provider)` returns the Blocks app; app.py launches it. The page is built column by
-column into a `Page` (the request's controls are `controls.py`'s), then `wire` connects each event
-once, to the handler of its room: `generate` (Generate, Compare, Stop), `whatif`, `branches`,
-`followups`, `link`, `runfile` (the download).
-
-A first visit sees the prompt and Generate in its first screen, on a desktop and on a phone: the page's
-CSS (`PAGE_CSS`) lays the columns out as a grid, the request and its settings on the left and the answer
-on the right, or, on a narrow screen, the request, then the answer, then the rest; the guide is one
-"How to read this page" under the answer.
-"""
+"""The page's layout (`build_demo`: column by column into a `Page`) and the wiring of its events (`wire`:
+each event once, to the handler of its module)."""
 
 from __future__ import annotations
 
@@ -33,16 +23,11 @@ from .run import (BRANCH_OUTPUTS, CLEARED_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUT
 from .runfile import offer_download
 from .whatif import make_rule_changed, whatif
 
-# While a request runs, Gradio's queue looks for the next one every millisecond and for progress to
-# report every 10 ms: on a machine whose cores the models fill, those wake-ups cost the models time
-# (the page's event loop used 0.45 s of CPU in an 8-second answer on the real pair, 0.18 s at these).
-# A new request then starts up to 20 ms later, and a progress message is sent up to 10 times a second.
+# Gradio's queue polls every 1 ms and 10 ms by default, wake-ups that cost the models time on a busy CPU.
 QUEUE_POLL_S = 0.02
 PROGRESS_POLL_S = 0.1
 
-# The page's own CSS. On a desktop, a grid: the request, what follows it (examples, mode, sharing) and the
-# settings on the left, the answer beside them; on a narrow screen (a phone), one column: the request, the
-# answer, then the rest. The threshold's own bar gives way to the page's (`controls.threshold_bar`).
+# A grid with the request and settings left of the answer; on a phone, the request, the answer, the rest.
 PAGE_CSS = """
 .cascade-page-style { display: none !important; }
 .cascade-intro h1 { font-size: 1.45em !important; margin: 0 0 .2em !important; }
@@ -104,17 +89,14 @@ class Page:
 
 def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None,
                concurrency: int = 1, router: RouterSource | None = None) -> gr.Blocks:
-    """The page. `engine_provider(progress)` returns the shared engine, loading it on first use, or lends
-    one of a pool for the request (`EngineService.lease`); `concurrency` requests run at once (one per
-    engine), the others wait in the queue. `router()` gives the learned rule's router the engines use
-    (None: none, and that rule is not offered); it is asked when the page is built and when it loads."""
+    """The page: `engine_provider(progress)` gives (or lends) an engine, `concurrency` requests run at once,
+    and `router()`, asked when the page is built and when it loads, gives the learned rule's router or None."""
     examples = load_examples(page=True)
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         page = Page(out={"run": gr.State(None)})
         # The session's runs (branches.Branch), the one shown, and the fork the next run starts from.
         page.parts.update(branches=gr.State([]), current=gr.State(None), fork=gr.State(None))
-        # The page's CSS travels in the page itself, so that the page looks the same however it is served
-        # (app.py mounts it in the API's app, the tests launch it alone); its box is not shown.
+        # The CSS travels in the page, so it looks the same however it is served.
         gr.HTML(f"<style>{PAGE_CSS}</style>", elem_classes="cascade-page-style", js_on_load=None)
         gr.Markdown(INTRO, elem_classes="cascade-intro")
         with gr.Row(equal_height=False, elem_classes="cascade-main"):
@@ -149,8 +131,7 @@ def request_column(page: Page, examples: Sequence[Example]) -> None:
 
 
 def extras_column(page: Page, examples: Sequence[Example]) -> None:
-    """What a visitor reaches for next: the examples, the mode they set too, and sharing (the link and
-    the run's file)."""
+    """The examples, the mode they set too, and sharing (the link and the run's file)."""
     page.inputs.update(mode_control(examples, render=False))
     if examples:
         gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
@@ -168,8 +149,7 @@ def extras_column(page: Page, examples: Sequence[Example]) -> None:
 
 
 def settings_column(page: Page, router: Any) -> None:
-    """The settings: who writes and how, the system message and the answer's start, and the models the
-    page runs."""
+    """Who writes and how, the system message and the answer's start, and the models the page runs."""
     controls, shares = settings_controls(router)
     page.inputs.update(controls)
     page.parts.update(share=shares.share, by_threshold=shares.by_threshold, threshold_box=shares.threshold_box,
@@ -179,15 +159,13 @@ def settings_column(page: Page, router: Any) -> None:
 
 
 def answer_column(page: Page) -> None:
-    """The answer: its summary, the earlier turns, the text and its chart, the follow-up box, the
-    session's branches, the comparison and the rules' curves, the plain text and the measured numbers."""
+    """The answer: summary, earlier turns, text and chart, follow-up, branches, comparison, curves, numbers."""
     out = page.out
     out["summary"] = gr.Markdown(label="Summary",
                                  value="Press **Generate** to start. The first run loads the models, which can "
                                        "take a while (a download, the first time).",
                                  elem_classes="cascade-summary")
-    # A follow-up's earlier questions and answers: drawn when the conversation changes, not with every
-    # picture of the answer being written (`conversation.conversation_panel`).
+    # Drawn when the conversation changes, not with every picture of the answer.
     page.parts["earlier"] = gr.HTML("", visible=False, elem_classes="cascade-earlier-box",
                                     js_on_load=HOVER_JS + conversation.SHOW_TURN_JS)
     # The text as wide as it needs (a line of code), the chart beside it while both fit, under it otherwise.
@@ -221,18 +199,14 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
          router: RouterSource | None) -> None:
     """Each event of the page, wired once."""
     run, parts, inputs = page.out["run"], page.parts, page.inputs
-    # Unprocessed inputs: the handler's one validator (GenerationConfig) judges every value, whatever a
-    # browser or a script sends, and answers in words. Generate reads the run shown too: a follow-up's
-    # earlier turns keep their colours when they are its.
+    # Unprocessed inputs: GenerationConfig judges every value; the run shown keeps a follow-up's colours.
     request = page.controls(GENERATE_INPUTS) + [run]
     generate = make_generate(engine_provider)
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
                    api_name: str | None = None, clears: bool = True) -> Any:
-        """`handler` writing a run on `trigger`, sharing the models with the other runs, then what follows
-        a run (`after_run`); an API endpoint only when named. On the same trigger, a quick step clears
-        what belonged to the run shown before (`clear_previous`), refused or not: the endpoint's outputs
-        stay those an API client has always read."""
+        """`handler` writing a run on `trigger`, after a quick `clear_previous` and before `after_run`; an API
+        endpoint only when named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
             trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
@@ -244,9 +218,7 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     comparing = after_run(page, parts["compare"].click(
         make_compare(engine_provider), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS), api_name="compare",
         concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[page.out["compare_html"]]))
-    # A fork: a token chosen in a token's pinned table (hover.py) fills the answer's start and runs.
-    # (Queued, as the follow-up below: Gradio shows a handler's refusal, a gr.Error, only for a queued event.)
-    # It writes with the parent run's settings, which fork_start puts back in the controls.
+    # A fork: a token chosen in a pinned table runs with the parent's settings (queued, so a refusal shows).
     controls = page.controls(GENERATE_INPUTS)
     forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]] + controls,
                                            outputs=controls + [parts["fork"]], show_progress="hidden",
@@ -283,17 +255,14 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
 
 def clear_previous() -> tuple:
-    """What belonged to the run shown before a new one (its comparison, verdict and diff, measured numbers,
-    the rules' curves, its file), cleared as the new one is asked for (CLEARED_OUTPUTS, then the file)."""
+    """What belonged to the run shown before a new one, cleared (CLEARED_OUTPUTS, then the file)."""
     cleared = Update(compare_html="", numbers=None, rules_box=gr.update(visible=False), rules_text="",
                      rules_chart=None)
     return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
 
 
 def wire_share(page: Page) -> None:
-    """The share's slider and the tick that chooses the threshold instead (`controls.share_controls`): in
-    the browser, they set the request's budget (the share over 100, or none); the budget set any other
-    way (a link, a fork), they follow it; the tick shows the share's slider or the threshold's box."""
+    """The share's slider and tick set the budget in the browser and follow it; the tick shows one box."""
     parts, budget = page.parts, page.inputs["budget"]
     share, by_threshold = parts["share"], parts["by_threshold"]
     browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
@@ -304,8 +273,7 @@ def wire_share(page: Page) -> None:
 
 
 def wire_threshold_bar(page: Page) -> None:
-    """The threshold's bar (`controls.threshold_bar`), in the browser: dragged, it sets the threshold;
-    the threshold or the rule set any other way, it follows."""
+    """The threshold's bar, in the browser: dragged, it sets the threshold; else it follows it."""
     bar, rule, threshold = page.parts["threshold_bar"], page.inputs["rule"], page.inputs["threshold"]
     browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
     bar.input(None, inputs=[bar, rule], outputs=[threshold], js=bar_js("to_threshold"), **browser)
@@ -320,9 +288,8 @@ def without_heading(markdown: str) -> str:
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a generation, a comparison or a Stop, two quick steps: the run's file offered for download (a
-    step of its own: it writes the file), and the run recorded among the session's branches with the
-    follow-up box offered under it (one step, one request from the browser)."""
+    """After a run, a comparison or a Stop: the run's file offered, and the run recorded among the branches
+    with the follow-up box under it."""
     parts = page.parts
     event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
     event.then(recorded, inputs=[page.out["run"], parts["branches"], parts["fork"]],
@@ -342,8 +309,7 @@ def offer_followup(page: Page, event: Any) -> None:
 
 
 def wire_conversation(page: Page) -> None:
-    """The conversation's row and its earlier turns drawn when its hidden field changes; "New
-    conversation" empties it."""
+    """The conversation drawn when its hidden field changes; "New conversation" empties it."""
     history = page.inputs["history"]
     history.change(conversation_line, inputs=[history, page.out["run"]],
                    outputs=[page.parts["conversation_row"], page.parts["conversation_md"], page.parts["earlier"]],
@@ -352,8 +318,7 @@ def wire_conversation(page: Page) -> None:
 
 
 def wire_branches(page: Page) -> None:
-    """A branch chosen in the list, or an earlier turn's "show its chart" (that turn's branch, as if
-    chosen in the list; queued, so a refusal shows as a toast): shown again, its request in the controls."""
+    """A branch chosen in the list, or an earlier turn's "show its chart": shown again, its request in the controls."""
     shown = page.outputs(BRANCH_OUTPUTS) + [page.parts["current"]] + page.controls(REQUEST_CONTROLS)
     offer_followup(page, page.out["branches"].input(show_branch, inputs=[page.out["branches"], page.parts["branches"]],
                                                     outputs=shown, **QUICK))
