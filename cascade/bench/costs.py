@@ -1,9 +1,5 @@
-"""Per-call costs of the two models, measured, and the speed bounds they imply.
-
-Every policy's speed is set by three numbers: the draft's cost per token (one decode each), the
-target's cost for one token, and the target's cost for a batch of n tokens. `measure_costs` times
-them on the loaded pair; the formulas of `costmodel` turn them into the best speed each policy could reach.
-"""
+"""Per-call costs of the two models, measured on the loaded pair (`measure_costs`), and the best speed each
+policy could reach at them (`bounds`, by `costmodel`'s formulas)."""
 
 from __future__ import annotations
 
@@ -38,9 +34,7 @@ class Costs:
         return _interpolate(self.draft_batch_s if model == "draft" else self.target_batch_s, n)
 
     def calls_s(self, call_sizes: dict[str, dict[int, int]], extra_rows: dict[str, int] | None = None) -> float:
-        """What a run's calls ({model: {tokens: calls}}, and the logits rows asked for beyond one a call,
-        as a Summary records them) cost at these prices: the least model time that run's own pattern of
-        calls could take."""
+        """The least model time a run's calls ({model: {tokens: calls}}, extra logits rows) take at these prices."""
         calls = sum(count * self.call_s(model, int(n)) for model, sizes in call_sizes.items()
                     for n, count in sizes.items())
         return calls + sum(n * self.extra_row_s.get(model, 0.0) for model, n in (extra_rows or {}).items())

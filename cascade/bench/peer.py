@@ -1,8 +1,5 @@
-"""llama.cpp's own speculative decoding, run on the same models and prompts: the peer we compare with.
-
-`scripts/build-llama-cpp-tools` builds `llama-speculative-simple` from the llama.cpp inside the
-llama-cpp-python sdist, with the same portable flags.
-"""
+"""llama.cpp's own speculative decoding (`llama-speculative-simple`, `scripts/build-llama-cpp-tools`) on the
+same models and prompts: the peer we compare with."""
 
 from __future__ import annotations
 

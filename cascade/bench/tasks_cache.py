@@ -1,10 +1,5 @@
-"""Where the tasks' answers are kept: one JSON-lines file per (model files, configuration, prompt style),
-one line per task, in `~/.cache/cascade/tasks` (or under CASCADE_CACHE).
-
-An interrupted run resumes where it stopped, and a sweep over thresholds reuses the target's and the
-draft's answers. A line is an answer's own record (`Answer.record`); the file's name is `cache_key`, so
-any change to what the key hashes, or to CACHE_VERSION, leaves every answer on disk behind.
-"""
+"""The tasks' answers on disk: one JSON-lines file per (model files, configuration, prompt style), named by
+`cache_key`, one `Answer.record` per task, under `~/.cache/cascade/tasks` (or CASCADE_CACHE)."""
 
 from __future__ import annotations
 
@@ -21,9 +16,7 @@ from .tasks_configs import Configuration
 
 CACHE_VERSION = 1  # bump when a change to the engine or the prompts makes cached answers stale
 
-# Policies whose first check reads proposals after the prompt: since the runner reads the prompt apart from
-# them (`ModelRunner._evaluate`, 2026-12-02), their answers are keyed apart from those written before.
-# (Every other policy reads exactly as it did, and keeps its cached answers.)
+# Policies whose first check reads its proposals apart from the prompt, keyed apart for that reason.
 PROMPT_READ_APART = ("bild", "speculative", "lookup", "lookup+draft", "auto")
 
 
@@ -53,9 +46,7 @@ class Setup:
     n_threads: int = 0
     n_ctx: int = 0
     n_gpu_layers: int = 0
-    # llama.cpp's batch-only CPU kernels on this build (`numerics.batch_kernels`): a build without them
-    # reads a prompt, and speculative decoding checks its proposals, with other rounding, so its answers
-    # are its own. None: the project's default build, whose answers kept their keys when this was added.
+    # This build's batch-only CPU kernels (`numerics.batch_kernels`), which change rounding; None: the default.
     batch_kernels: tuple[str, ...] | None = None
 
 

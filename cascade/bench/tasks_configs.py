@@ -1,9 +1,5 @@
-"""What the tasks are run with: each configuration (a policy, with the rule, threshold, budget or k it reads),
-as `python -m cascade tasks` builds them from --policies, --rules, --thresholds, --budgets, --spans and --ks.
-
-A configuration is known by the settings that decide its answers, and only those: the target alone is one
-configuration whatever threshold was asked, so its answers are written (and cached) once.
-"""
+"""The configurations the tasks are run with (a policy with the settings it reads, from `tasks`' flags), each
+known by the settings that decide its answers only, so the target alone is written (and cached) once."""
 
 from __future__ import annotations
 
@@ -133,9 +129,8 @@ def parse_budgets(items: Sequence[str | float], rules: Sequence[str]) -> dict[st
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
                    ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = (),
                    spans: Sequence[str] = ("token",)) -> list[Configuration]:
-    """Every configuration asked for: each policy with each rule and each threshold or budget it reads (a
-    rule given neither: its default threshold), or each k; a policy given none runs at its defaults. The
-    target alone comes first (every speed is divided by its)."""
+    """Every configuration asked for (each policy with each setting it reads, else its defaults), the target
+    alone first."""
     for policy in policies:
         if policy not in POLICY_TABLE:
             raise TasksError(f"unknown policy {policy!r}; choose among {', '.join(POLICY_TABLE)}")

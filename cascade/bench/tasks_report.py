@@ -51,9 +51,7 @@ def spread(r: Mapping[str, Any]) -> str:
 
 
 def markdown(results: Sequence[Mapping[str, Any]]) -> str:
-    """One row per configuration: pass@1, the problems that flipped against the target alone and the answers
-    that are its text word for word, the big model's share (overall and across answers), speed, and failures
-    by kind."""
+    """One row per configuration: pass@1, flips against the target alone, same texts, share, speed, failures."""
     lines = ["| configuration | pass@1 | passed | vs target alone: gained −lost (McNemar p) | same text as target | "
              "big-model share | share per answer (10th–90th pct) | tokens/s | × target alone | "
              "big model's ppl of the answers | mean tokens | " + " | ".join(FAILURE_WORDS.values()) + " |",
@@ -68,9 +66,8 @@ def markdown(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def head_to_head(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Rules against each other where they had the same budget (and policy and grain): on the problems both
-    answered, those one solved and the other did not, and McNemar's exact p. A rule's passes per share are
-    compared where the shares are equal by construction, not by a threshold chosen after the fact."""
+    """Rules against each other at the same budget, policy and grain: the problems one solved and the other
+    did not, and McNemar's exact p."""
     from .tasks_results import flips, mcnemar_exact
 
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)

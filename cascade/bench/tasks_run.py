@@ -1,16 +1,6 @@
-"""Running every configuration over the tasks: pass@1 beside the big model's share and the speed.
-
-`python -m cascade tasks` asks each configuration (`tasks_configs.py`: a policy, with its rule, threshold
-or k) to solve every task (HumanEval's 164 problems by default), checks each answer by running its tests in
-a sandboxed process (`sandbox.py`: THIS RUNS MODEL-WRITTEN CODE), and reports pass@1 (greedy) beside the
-big model's share of the tokens and the speed against the big model alone, measured in the same run
-(`tasks_results.py`).
-
-Tasks run in order, and within a task every configuration in turn, so each configuration's speed is
-measured on the same machine state as the target's it is divided by. Every answer is cached under its
-(model files, configuration, prompt style, task) (`tasks_cache.py`): an interrupted run resumes where it
-stopped, and a sweep over thresholds reuses the target's and the draft's answers.
-"""
+"""Every configuration over the tasks (`python -m cascade tasks`), each answer checked in the sandbox
+(THIS RUNS MODEL-WRITTEN CODE) and cached: within a task every configuration in turn, so each speed is
+measured on the same machine state as the target's it is divided by."""
 
 from __future__ import annotations
 
@@ -35,10 +25,8 @@ def run_tasks(tasks: Sequence[Task], configurations: Sequence[Configuration], st
               engine: Callable[[], Any], setup: Setup, cache: AnswerCache,
               timeout_s: float = sandbox.DEFAULT_TIMEOUT_S, memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
               bar: Any = None) -> list[ConfigResult]:
-    """Every configuration's answer to every task, from the cache where it has one, else written now by
-    `engine()` (asked for only then: a warm cache loads no model) and checked in the sandbox.
-
-    `bar`: a tqdm-like progress bar (update, set_postfix_str), or None."""
+    """Every configuration's answer to every task, from the cache, else written by `engine()` (asked for only
+    then) and checked; `bar`: a tqdm-like progress bar, or None."""
     results = [ConfigResult(c) for c in configurations]
     keys = [cache_key(setup, c, style) for c in configurations]
     for task in tasks:
@@ -89,10 +77,8 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
                    command: Sequence[str] = (), log: Callable[[str], None] = lambda _m: None,
                    shares: Sequence[float] = (), share_policies: Sequence[str] = ("cascade",),
                    share_rules: Sequence[str] = ("perplexity",)) -> dict[str, Any]:
-    """Run (or read from the cache) every configuration on the tasks, with a progress bar; the results as
-    the JSON `tasks --json` writes: `results`, one object per configuration, and what they were measured on.
-    `shares`: also each of `share_policies` with each of `share_rules` at the thresholds sending about
-    these shares of tokens to the big model (`tasks_shares.py`)."""
+    """Every configuration on the tasks, as the JSON `tasks --json` writes; `shares` adds `share_policies` with
+    `share_rules` at the thresholds sending about these shares to the big model (`tasks_shares.py`)."""
     from tqdm import tqdm
 
     from ..engine.models import resolve_model

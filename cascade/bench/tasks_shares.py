@@ -1,10 +1,5 @@
-"""Choosing each rule's thresholds for equal big-model shares (`tasks --shares`), so that rules are
-compared at the same cost rather than at thresholds that mean different things to each.
-
-The thresholds come from teacher forcing: the small model reads the big model's own answers to the tasks,
-and each rule's curve gives the threshold nearest each share; no pass or fail is looked at. They are kept
-in the answers' cache folder, beside the answers.
-"""
+"""Each rule's thresholds for equal big-model shares (`tasks --shares`), from teacher forcing on the big
+model's own answers (no pass or fail looked at), kept beside the answers' cache."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ SHARES_VERSION = 2  # 2: thresholds rounded only as far as they send the same po
 def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle,
                           target: ConfigResult, rules: Sequence[str], shares: Sequence[float]) -> dict[str, list[float]]:
     """For each rule, the thresholds that send about these shares of the tokens to the big model on these
-    tasks, from teacher forcing: the small model reads the big model's own answers (no pass or fail is
-    looked at), and each rule's curve gives the threshold nearest each share (`curves.rule_curves`)."""
+    tasks (`curves.rule_curves` over teacher forcing)."""
     from ..routing.curves import rule_curves
 
     positions = []
@@ -47,9 +41,8 @@ def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], styl
 
 
 def readable_threshold(rule: Rule, threshold: float, scores: Sequence[float]) -> float:
-    """The threshold with the fewest significant digits (three at least) that escalates exactly the
-    positions it does. On code most of the draft's perplexities lie within a thousandth of 1, so three
-    digits are not always enough: 1.00043 rounded to 1 would send nearly every token to the big model."""
+    """The threshold with the fewest significant digits (three at least) that escalates exactly the positions
+    it does (on code, perplexities crowd within a thousandth of 1)."""
     sent = [rule.escalates(s, threshold) for s in scores]
     for digits in range(3, 13):
         rounded = float(f"{threshold:.{digits}g}")
