@@ -58,7 +58,7 @@ def answer(engine: Engine, example: Example, config: GenerationConfig) -> Answer
             first = time.perf_counter() - sent
         if isinstance(event, Summary):
             wall = time.perf_counter() - sent
-            return Answer(event.text, event.n_tokens, first if first is not None else wall, wall)
+            return Answer(event.text, event.counts.n_tokens, first if first is not None else wall, wall)
     raise RuntimeError("the generation ended without a summary")
 
 

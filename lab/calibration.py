@@ -83,10 +83,11 @@ def check_budgets(engine, items: Sequence[PromptItem], budgets: Sequence[float],
                                       chat=item.chat, alternatives=0)
             started = time.perf_counter()
             summary = next(e for e in engine.generate(item.prompt, config, score=False) if isinstance(e, Summary))
-            runs.append(BudgetRun(item.prompt, item.kind, item.chat, budget, summary.n_tokens,
-                                  summary.n_target_tokens, summary.budget_threshold, time.perf_counter() - started))
-            log(f"{item.kind:>12} budget {budget:.0%}: {summary.n_target_tokens}/{summary.n_tokens} "
-                f"({runs[-1].share:.1%}), threshold {summary.budget_threshold}")
+            c, meant = summary.counts, summary.budget.threshold if summary.budget is not None else None
+            runs.append(BudgetRun(item.prompt, item.kind, item.chat, budget, c.n_tokens, c.n_target_tokens, meant,
+                                  time.perf_counter() - started))
+            log(f"{item.kind:>12} budget {budget:.0%}: {c.n_target_tokens}/{c.n_tokens} "
+                f"({runs[-1].share:.1%}), threshold {meant}")
     return runs
 
 

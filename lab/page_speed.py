@@ -126,7 +126,8 @@ def measure_page(engine: Any, prompt: str, *, mode: str = "chat", policy: str = 
 
     def by_engine():
         *_, summary = engine.generate(prompt, config)
-        return summary.n_tokens / (summary.wall_s + summary.scoring_s), summary
+        scoring_s = summary.quality.scoring_s if summary.quality is not None else 0.0
+        return summary.counts.n_tokens / (summary.timings.wall_s + scoring_s), summary
 
     def by_page():
         cpu = page_threads_cpu_s()
@@ -143,7 +144,7 @@ def measure_page(engine: Any, prompt: str, *, mode: str = "chat", policy: str = 
                 page, (engine_speed, summary) = by_page(), by_engine()
             if page[3] != summary.text:
                 raise RuntimeError("the page and the engine wrote different texts for the same request")
-            result.rounds.append(Round(engine_speed, page[0], page[1], page[2], summary.routing_s))
+            result.rounds.append(Round(engine_speed, page[0], page[1], page[2], summary.timings.routing_s))
             log(f"round {i + 1}: engine {engine_speed:.2f} tok/s, page {page[0]:.2f} tok/s, page threads' CPU "
                 f"{page[2]:.2f} s in {page[1]:.1f} s")
     finally:
@@ -172,6 +173,6 @@ def alternatives_cost(engine: Any, prompt: str, *, policy: str = "cascade", max_
     for i in range(2 * rounds):
         k = (0, asked)[i % 2]
         *events, summary = engine.generate(prompt, GenerationConfig(alternatives=k, **settings), score=False)
-        runs[k].append((summary.routing_s, summary.wall_s, len(events)))
+        runs[k].append((summary.timings.routing_s, summary.timings.wall_s, len(events)))
     return [AlternativesCost(policy, k, statistics.median(r for r, _, _ in rows), statistics.median(w for _, w, _ in rows),
                              rows[0][2]) for k, rows in runs.items()]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from cascade.bench.summaries import summary_of, target_agreement, text_ppl
+from cascade.bench.summaries import scored, summary_of, target_agreement, text_ppl
 from cascade.engine.config import GenerationConfig
 from cascade.engine.engine import Engine
 from cascade.engine.events import Summary
@@ -62,8 +62,9 @@ class Baseline:
     @classmethod
     def of(cls, policy: str, runs: Sequence[Summary]) -> "Baseline":
         """A policy alone over every prompt: its runs' tokens and time summed, their texts weighed together."""
-        return cls(policy, sum(s.n_tokens for s in runs), sum(s.wall_s for s in runs), text_ppl(runs),
-                   target_agreement(runs))
+        figures = [scored(s) for s in runs]
+        return cls(policy, sum(s.counts.n_tokens for s in runs), sum(s.timings.wall_s for s in runs),
+                   text_ppl(figures), target_agreement(figures))
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "tokens": self.tokens, "wall_s": self.wall_s,
@@ -135,14 +136,15 @@ def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share
         threshold = c.threshold_for_share(share)
         summaries = run_policy(engine, items, GenerationConfig(policy="cascade", rule=name, threshold=threshold,
                                                                max_tokens=max_tokens))
-        tokens, wall = sum(s.n_tokens for s in summaries), sum(s.wall_s for s in summaries)
+        tokens, wall = sum(s.counts.n_tokens for s in summaries), sum(s.timings.wall_s for s in summaries)
+        figures = [scored(s) for s in summaries]
         i = c.thresholds.index(threshold) if threshold in c.thresholds else c.index_near(share)
         run = RealRun(rule=name, threshold=threshold, forced_share=c.shares[i], forced_agreement=c.agreements[i],
-                      share=sum(s.n_target_tokens for s in summaries) / tokens if tokens else 0.0,
-                      agreement=target_agreement(summaries) or 0.0, text_ppl_by_target=text_ppl(summaries),
+                      share=sum(s.counts.n_target_tokens for s in summaries) / tokens if tokens else 0.0,
+                      agreement=target_agreement(figures) or 0.0, text_ppl_by_target=text_ppl(figures),
                       tokens_per_s=tokens / wall if wall else 0.0,
-                      routing_share=sum(s.routing_s for s in summaries) / wall if wall else 0.0,
-                      router_share=sum(s.router_s for s in summaries) / wall if wall else 0.0,
+                      routing_share=sum(s.timings.routing_s for s in summaries) / wall if wall else 0.0,
+                      router_share=sum(s.timings.router_s for s in summaries) / wall if wall else 0.0,
                       summaries=[s.to_dict() for s in summaries])
         run.speedup = run.tokens_per_s / target_speed if target_speed else 0.0
         result.real[name] = run

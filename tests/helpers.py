@@ -21,7 +21,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
 from cascade.engine.policies import POLICY_TABLE  # noqa: E402
-from cascade.engine.events import ModelStats, Summary, TokenEvent, Written  # noqa: E402
+from cascade.engine.events import Counts, Summary, Timings, TokenEvent, Written  # noqa: E402
 from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
 from cascade.ui.link import LINK_RULE_BEFORE  # noqa: E402
 
@@ -240,9 +240,9 @@ class AnsweringEngine:
 
     def generate(self, prompt: str, config: GenerationConfig, score: bool = True):
         yield TokenEvent(0, 1, "Hi", "draft", "accepted", draft_ppl=1.5, target_ppl=None, t=0.01)
-        yield Summary(text="Hi", policy=config.policy, stop_reason="eos", prompt_tokens=len(prompt), n_tokens=1,
-                      n_draft_tokens=1, n_target_tokens=0, n_drafted=1, n_escalated=0, n_rejected=0,
-                      n_rolled_back=0, wall_s=0.01, draft=ModelStats(), target=ModelStats())
+        yield Summary(text="Hi", policy=config.policy, stop_reason="eos", prompt_tokens=len(prompt),
+                      counts=Counts(n_tokens=1, n_draft_tokens=1, n_target_tokens=0, n_drafted=1),
+                      timings=Timings(wall_s=0.01))
 
 
 class AnsweringService:

@@ -10,7 +10,7 @@ import html
 import re
 
 from cascade.engine.analysis import Decision
-from cascade.engine.events import ModelStats, Summary, TokenEvent
+from cascade.engine.events import Counts, Summary, Timings, TokenEvent
 
 
 def ev(position, text, source="draft", status="accepted", draft_ppl=None, target_ppl=None) -> TokenEvent:
@@ -58,9 +58,11 @@ def spans(markup: str, cls: str) -> list[str]:
     return [html.unescape(t) for t in re.findall(pattern, markup, flags=re.S)]
 
 
-def summary(text="x", policy="cascade", n=80, by_target=12, wall=80 / 18.3, **kw) -> Summary:
-    """A finished run's Summary: `n` tokens, `by_target` of them by the big model, in `wall` seconds."""
-    fields = dict(text=text, policy=policy, stop_reason="max_tokens", prompt_tokens=10, n_tokens=n,
-                  n_draft_tokens=n - by_target, n_target_tokens=by_target, n_drafted=n, n_escalated=by_target,
-                  n_rejected=0, n_rolled_back=0, wall_s=wall, draft=ModelStats(), target=ModelStats())
-    return Summary(**{**fields, **kw})
+def summary(text="x", policy="cascade", n=80, by_target=12, wall=80 / 18.3, first_token_s=None, n_lookup_tokens=0,
+            modes=(), stop_reason="max_tokens", **kw) -> Summary:
+    """A finished run's Summary: `n` tokens, `by_target` of them by the big model (`n_lookup_tokens` copied, auto's
+    `modes`), in `wall` seconds, the first after `first_token_s`; `kw`, its other fields (work, rule, budget...)."""
+    counts = Counts(n_tokens=n, n_draft_tokens=n - by_target, n_target_tokens=by_target, n_drafted=n,
+                    n_escalated=by_target, n_lookup_tokens=n_lookup_tokens, modes=dict(modes))
+    return Summary(text=text, policy=policy, stop_reason=stop_reason, prompt_tokens=10, counts=counts,
+                   timings=Timings(wall_s=wall, first_token_s=first_token_s), **kw)

@@ -104,7 +104,7 @@ def test_the_scoring_pass_gives_the_big_models_top_five_where_it_read_the_text_o
     events, summary = run(engine, PROMPT, policy="cascade", threshold=50.0, max_tokens=16, chat=False)
     accepted = [e for e in events if e.accepted]
     alone = [e.position for e in accepted if e.target_top is None]
-    assert alone and {p for p, _ in summary.scored_top} == set(alone)  # exactly the positions it lacked
+    assert alone and {p for p, _ in summary.quality.scored_top} == set(alone)  # exactly the positions it lacked
     completed = [e for e in complete_events(events, summary) if e.accepted]
     assert all(e.target_top for e in completed)
     out = accepted_ids(events)
@@ -117,5 +117,5 @@ def test_the_scoring_pass_gives_the_big_models_top_five_where_it_read_the_text_o
         assert [text for text, _ in event.target_top] == [engine.pair.piece(int(t)) for t in best]
     assert complete_events(events, None) == list(events)
     # In the JSON, as lists (as a run file gives them back).
-    assert summary.to_dict()["scored_top"][0] == [summary.scored_top[0][0],
-                                                   [list(x) for x in summary.scored_top[0][1]]]
+    position, top = summary.quality.scored_top[0]
+    assert summary.to_dict()["scored_top"][0] == [position, [list(x) for x in top]]

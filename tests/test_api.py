@@ -92,7 +92,8 @@ def test_an_answer_is_the_engines_own_with_every_tokens_writer(client, service):
     accepted = [e for e in events if e.accepted]
     assert [t["writer"] for t in extension] == [e.source for e in accepted]
     assert [t["text"] for t in extension] == [e.text for e in accepted]
-    assert answer.usage.completion_tokens == summary.n_tokens and answer.usage.prompt_tokens == summary.prompt_tokens
+    assert answer.usage.completion_tokens == summary.counts.n_tokens
+    assert answer.usage.prompt_tokens == summary.prompt_tokens
     assert answer.choices[0].finish_reason == "length"
 
 
@@ -113,10 +114,10 @@ def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
     usage = chunks[-1]["usage"]
     assert chunks[-1]["choices"] == [] and usage["completion_tokens"] == len(accepted)
     by_target = sum(t["writer"] == "target" for t in tokens)
-    assert usage["cascade"]["n_target_tokens"] == by_target == summary.n_target_tokens
+    assert usage["cascade"]["n_target_tokens"] == by_target == summary.counts.n_target_tokens
     assert usage["cascade"]["target_share"] == pytest.approx(by_target / len(tokens))
-    assert usage["cascade"]["draft_n"] == summary.n_drafted and usage["cascade"]["draft_n_accepted"] == \
-        summary.n_draft_tokens
+    assert usage["cascade"]["draft_n"] == summary.counts.n_drafted and usage["cascade"]["draft_n_accepted"] == \
+        summary.counts.n_draft_tokens
     assert usage["cascade"]["vs_target"] is not None and usage["cascade"]["vs_target"] > 0
 
 
@@ -128,8 +129,7 @@ def test_the_stream_ends_without_waiting_for_the_targets_scoring_pass(client, se
     with service.lease() as engine:
         *_, unscored = engine.generate("Tell me about cats.", score=False)
         *_, scored = engine.generate("Tell me about cats.")
-    assert unscored.text == scored.text and unscored.text_ppl_by_target is None and unscored.scoring_s == 0
-    assert scored.text_ppl_by_target is not None
+    assert unscored.text == scored.text and unscored.quality is None and scored.quality is not None
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("the API ran the target's scoring pass")

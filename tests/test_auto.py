@@ -84,9 +84,9 @@ def test_auto_runs_and_its_counts_add_up(pair_engines, kind):
     for _ in range(2):  # the second request starts from what the first learned
         events, s = run(engine, "My name is A", policy="auto", max_tokens=60, threshold=4.0)
         accepted = [e for e in events if e.accepted]
-        assert s.policy == "auto" and s.n_tokens == len(accepted) == 60
+        assert s.policy == "auto" and s.counts.n_tokens == len(accepted) == 60
         assert s.text == "".join(e.text for e in accepted)
-        assert s.modes and sum(s.modes.values()) >= 1
+        assert s.counts.modes and sum(s.counts.modes.values()) >= 1
 
 
 def test_no_probe_when_the_drafts_catch_up_costs_too_much():
@@ -107,14 +107,14 @@ def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_f
     lag = max(len(engine.encode("My name is A", chat=False)) - len(engine.pair.draft.tokens), 0)
     expected = copy.deepcopy(tuner).choose(horizon=40, draft_lag=lag)
     _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
-    first_mode = next(iter(s.modes))
+    first_mode = next(iter(s.counts.modes))
     # No round spent measuring: the first one is the chosen way, or a way the tuner predicted as cheap within
     # 10% (at a near tie, the costs the request itself measures before choosing can tip it).
     predicted = copy.deepcopy(tuner).predictions(40, lag)
     near = {Mode(POLICY_TABLE[name], k).label for (name, k), cost in predicted.items()
             if name != "cascade" and cost <= 1.1 * min(predicted.values())}
     assert first_mode == expected.label or first_mode in near, (first_mode, expected.label, predicted)
-    assert s.n_tokens == 40
+    assert s.counts.n_tokens == 40
 
 
 def test_without_calibration_the_first_rounds_measure(toy):
@@ -122,4 +122,4 @@ def test_without_calibration_the_first_rounds_measure(toy):
 
     engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
     _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
-    assert list(s.modes)[:2] == ["target", "speculative k=2"]
+    assert list(s.counts.modes)[:2] == ["target", "speculative k=2"]

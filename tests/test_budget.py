@@ -131,12 +131,13 @@ def test_the_engine_delivers_the_budget_and_says_what_threshold_it_meant(toy):
             events = list(engine.generate("The cat sat on the mat", GenerationConfig(
                 rule=rule, budget=budget, max_tokens=200, chat=False), score=False))
             summary = events[-1]
-            assert isinstance(summary, Summary) and summary.n_tokens >= 50
-            assert abs(summary.target_share - budget) <= 0.03, (rule, budget, summary.target_share)
-            assert summary.budget == budget and summary.budget_threshold is not None and summary.budget_source
+            assert isinstance(summary, Summary) and summary.counts.n_tokens >= 50
+            assert abs(summary.counts.target_share - budget) <= 0.03, (rule, budget, summary.counts.target_share)
+            account = summary.budget
+            assert account.share == budget and account.threshold is not None and account.source
     # Without a budget, the Summary says nothing of one.
     plain = list(engine.generate("The cat sat", GenerationConfig(max_tokens=8, chat=False), score=False))[-1]
-    assert plain.budget is None and plain.budget_threshold is None
+    assert plain.budget is None
 
 
 def test_the_shipped_calibration_covers_every_rule_in_both_modes():

@@ -75,7 +75,7 @@ def test_the_prefix_is_reported_as_given_never_as_written(engine):
     assert s.prompt_tokens == len(engine.encode(PROMPT, True)) + n_given
     accepted = [e for e in events if e.accepted]
     assert [e.position for e in accepted] == list(range(len(accepted)))  # position 0: the first written token
-    assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens
+    assert s.counts.n_tokens == len(accepted) == s.counts.n_draft_tokens + s.counts.n_target_tokens
     assert "".join(e.text for e in accepted) == s.text and s.answer == PREFIX + s.text
     assert s.to_dict()["answer_prefix"] == PREFIX and s.to_dict()["n_given_tokens"] == n_given
 

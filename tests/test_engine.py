@@ -32,7 +32,7 @@ def test_greedy_speculative_equals_greedy_target(pair_engines, target_greedy, ki
     events, summary = run(pair_engines[kind], prompt, policy="speculative", k=k, threshold=1e6, max_tokens=40)
     assert accepted_ids(events) == target_greedy[(kind, prompt)]
     if kind == "agrees":
-        assert summary.n_rejected == 0 and summary.n_draft_tokens >= summary.n_target_tokens
+        assert summary.counts.n_rejected == 0 and summary.counts.n_draft_tokens >= summary.counts.n_target_tokens
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -47,7 +47,7 @@ def test_cascade_that_never_escalates_is_the_draft(pair_engines, kind):
     draft_events, _ = run(engine, PROMPTS[0], policy="draft", max_tokens=40, temperature=0.8, seed=5)
     events, summary = run(engine, PROMPTS[0], policy="cascade", threshold=1e6, max_tokens=40, temperature=0.8, seed=5)
     assert accepted_ids(events) == accepted_ids(draft_events)
-    assert summary.n_target_tokens == 0 and summary.target.tokens_evaluated == 0
+    assert summary.counts.n_target_tokens == 0 and summary.work.target.tokens_evaluated == 0
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -58,7 +58,7 @@ def test_cascade_that_always_escalates_is_the_target(pair_engines, kind, tempera
     events, summary = run(engine, PROMPTS[1], policy="cascade", threshold=0.0, max_tokens=40,
                           temperature=temperature, seed=11)
     assert accepted_ids(events) == accepted_ids(target_events)
-    assert summary.n_draft_tokens == 0 and summary.n_escalated == summary.n_tokens
+    assert summary.counts.n_draft_tokens == 0 and summary.counts.n_escalated == summary.counts.n_tokens
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -71,7 +71,7 @@ def test_bild_that_rolls_back_everything_is_the_target(pair_engines, target_gree
 def test_bild_rolls_back_and_the_target_rewrites(pair_engines):
     events, summary = run(pair_engines["rarely"], PROMPTS[0], policy="bild", threshold=8.0, rollback_threshold=3.0,
                           max_tokens=60)
-    assert summary.n_rolled_back > 0
+    assert summary.counts.n_rolled_back > 0
     for e in (e for e in events if e.status == "rolled_back"):
         assert e.target_ppl > 3.0  # rolled back because the target found it too unlikely
     kept_draft = [e for e in events if e.accepted and e.source == "draft" and e.target_ppl is not None]
@@ -86,7 +86,7 @@ def test_cascade_escalates_exactly_the_doubtful_tokens(pair_engines):
     # every escalation is followed by the target writing that same position
     by_position = {e.position: e for e in events if e.accepted}
     assert all(by_position[e.position].source == "target" for e in escalated)
-    assert summary.n_target_tokens == len(escalated)
+    assert summary.counts.n_target_tokens == len(escalated)
 
 
 @pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
@@ -99,22 +99,22 @@ def test_no_model_reads_a_token_twice(toy, kind, policy):
     prompt = "The cat sat on the mat. " * 6
     for attempt in range(2):  # the second request must not be cheaper or dearer for the first one
         events, s = run(engine, prompt, policy=policy, threshold=4.0, max_tokens=50, temperature=0.7 * attempt)
-        for stats in (s.draft, s.target):
-            assert stats.tokens_discarded <= s.n_rejected + s.n_rolled_back
-            assert stats.tokens_evaluated <= s.prompt_tokens + s.n_tokens + stats.tokens_discarded
+        for stats in (s.work.draft, s.work.target):
+            assert stats.tokens_discarded <= s.counts.n_rejected + s.counts.n_rolled_back
+            assert stats.tokens_evaluated <= s.prompt_tokens + s.counts.n_tokens + stats.tokens_discarded
 
 
 def test_summary_counts_match_the_events(pair_engines):
     for policy in ("cascade", "bild", "speculative"):
         events, s = run(pair_engines["partly"], PROMPTS[0], policy=policy, threshold=3.0, max_tokens=50)
         accepted = [e for e in events if e.accepted]
-        assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens
+        assert s.counts.n_tokens == len(accepted) == s.counts.n_draft_tokens + s.counts.n_target_tokens
         assert [e.position for e in accepted] == list(range(len(accepted)))
-        assert s.n_escalated == sum(e.status == "escalated" for e in events)
-        assert s.n_rejected == sum(e.status == "rejected" for e in events)
-        assert s.n_rolled_back == sum(e.status == "rolled_back" for e in events)
+        assert s.counts.n_escalated == sum(e.status == "escalated" for e in events)
+        assert s.counts.n_rejected == sum(e.status == "rejected" for e in events)
+        assert s.counts.n_rolled_back == sum(e.status == "rolled_back" for e in events)
         assert "".join(e.text for e in accepted) == s.text
-        assert 0 <= s.overhead_s <= s.wall_s
+        assert 0 <= s.overhead_s <= s.timings.wall_s
 
 
 def test_streamed_text_is_valid_utf8_of_the_tokens(pair_engines):
@@ -131,7 +131,7 @@ def test_streamed_text_is_valid_utf8_of_the_tokens(pair_engines):
 @pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
 def test_max_tokens_stops_exactly(pair_engines, policy):
     _, s = run(pair_engines["partly"], PROMPTS[0], policy=policy, max_tokens=7, threshold=3.0)
-    assert s.n_tokens == 7 and s.stop_reason == "max_tokens"
+    assert s.counts.n_tokens == 7 and s.stop_reason == "max_tokens"
 
 
 @pytest.mark.parametrize("policy", ENGINE_LOOP_POLICIES)
@@ -158,7 +158,7 @@ def test_context_limit_stops_and_says_so(toy):
     engine = engine_for(toy.small, toy.related, n_ctx=96)
     _, s = run(engine, PROMPTS[0], policy="speculative", max_tokens=500, threshold=3.0)
     assert s.stop_reason == "context_full"
-    assert s.prompt_tokens + s.n_tokens <= 96
+    assert s.prompt_tokens + s.counts.n_tokens <= 96
 
 
 def test_prompt_longer_than_the_context_is_refused(toy):
@@ -166,7 +166,7 @@ def test_prompt_longer_than_the_context_is_refused(toy):
     with pytest.raises(PromptError, match="context holds 96"):
         run(engine, "the cat " * 200, policy="cascade")
     _, s = run(engine, PROMPTS[0], policy="cascade", max_tokens=5)  # still usable
-    assert s.n_tokens == 5
+    assert s.counts.n_tokens == 5
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t"])
@@ -249,17 +249,18 @@ def test_unusual_text_is_accepted(pair_engines):
     engine = pair_engines["partly"]
     for prompt in ("\x00\x07 bell", "lone \ud800 surrogate", "\u202eright-to-left\u202c שלום", "🐱" * 20):
         _, s = run(engine, prompt, policy="speculative", max_tokens=5)
-        assert s.n_tokens == 5
+        assert s.counts.n_tokens == 5
 
 
 @pytest.mark.parametrize("k", [1, 4])
 def test_every_checked_draft_costs_the_target_one_logits_row(pair_engines, k):
     """The summary records the rows each check asked for beyond one: one per drafted token checked."""
     _, s = run(pair_engines["partly"], PROMPTS[0], policy="speculative", k=k, max_tokens=30, threshold=1e6)
-    assert s.extra_rows.get("target", 0) == s.n_drafted > 0
-    assert s.extra_rows.get("draft", 0) == 0
+    assert s.work.extra_rows.get("target", 0) == s.counts.n_drafted > 0
+    assert s.work.extra_rows.get("draft", 0) == 0
     _, alone = run(pair_engines["partly"], PROMPTS[0], policy="target", max_tokens=30)
-    assert alone.extra_rows.get("target", 0) == 0 and sum(alone.call_sizes["target"].values()) == alone.target.calls
+    work = alone.work
+    assert work.extra_rows.get("target", 0) == 0 and sum(work.call_sizes["target"].values()) == work.target.calls
 
 
 @pytest.mark.parametrize("policy", ["cascade", "seed"])
@@ -276,9 +277,10 @@ def test_written_comes_when_the_last_token_is_written_before_the_scoring_pass(pa
     assert all(not isinstance(e, Written) for e in engine.generate(PROMPTS[0], config))  # not asked for
     assert all(not isinstance(e, Written) for e in engine.generate(PROMPTS[0], config, score=False, mark_written=True))
     before = written[0].summary
-    assert before.text == final.text and before.n_tokens == final.n_tokens and before.wall_s == final.wall_s
-    assert before.text_ppl_by_target is None and before.scoring_s == 0
-    assert final.text_ppl_by_target is not None
+    # The final Summary is made of the same parts, and the scoring pass's quality.
+    assert (before.text, before.counts, before.timings, before.work) == (final.text, final.counts, final.timings,
+                                                                         final.work)
+    assert before.quality is None and final.quality is not None and final.quality.scoring_s > 0
 
 
 def test_the_big_model_alone_is_estimated_from_the_costs_measured_at_loading(toy):

@@ -72,7 +72,7 @@ def test_truncated_gguf_is_refused(toy, tmp_path):
             load_pair(ModelConfig(draft=str(toy.small), target=str(path), n_threads=2, n_ctx=256))
     # the good pair still loads and runs afterwards
     engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=256)))
-    assert run(engine, PROMPT, max_tokens=4)[1].n_tokens == 4
+    assert run(engine, PROMPT, max_tokens=4)[1].counts.n_tokens == 4
 
 
 def no_pause_between_resumes(monkeypatch) -> None:

@@ -126,7 +126,7 @@ def test_a_conversation_past_the_context_is_refused_naming_the_limit_and_the_pag
     assert "start a new conversation" in message and "2 earlier messages" in message
     # Nothing was cut short without a word, and the next request is answered as if nothing happened.
     _, fine = page_run(engine, QUESTION)
-    assert fine.summary is not None and fine.summary.n_tokens > 0
+    assert fine.summary is not None and fine.summary.counts.n_tokens > 0
 
 
 def test_an_answer_the_context_cuts_short_says_so(engine):
@@ -145,7 +145,7 @@ def test_an_answer_the_context_cuts_short_says_so(engine):
     history = history_json([("user", QUESTION), ("assistant", " green" * words)])
     assert 0 < room(words) < 64
     updates, run = page_run(engine, FOLLOW_UP, history=history, max_tokens=64)
-    assert run.summary.stop_reason == "context_full" and run.summary.n_tokens == room(words)
+    assert run.summary.stop_reason == "context_full" and run.summary.counts.n_tokens == room(words)
     assert "the context was full" in updates[-1].summary
 
 

@@ -38,7 +38,7 @@ def test_the_library_refuses_by_type_or_runs(toy, policy):
         assert isinstance(refused.value, RouterMissing) or POLICY_TABLE[policy].refusal("learned") is not None
     else:
         events, summary = run(engine, "Say hi.", policy=policy, rule="learned", max_tokens=4)
-        assert summary.n_tokens == sum(e.accepted for e in events) > 0 and summary.rule == ""
+        assert summary.counts.n_tokens == sum(e.accepted for e in events) > 0 and summary.rule == ""
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -90,12 +90,13 @@ def test_greedy_lookup_writes_exactly_the_targets_text(pair_engines, target_gree
         assert all(e.draft_ppl is None and e.target_ppl is not None for e in lookup_events)
         # The summary counts what the events say.
         accepted = [e for e in events if e.accepted]
-        assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens + s.n_lookup_tokens
-        assert s.n_draft_tokens == s.n_drafted == 0
-        assert s.n_lookup_tokens == sum(e.accepted for e in lookup_events)
-        assert s.n_lookup_proposed == len(lookup_events) and s.n_rejected == sum(not e.accepted for e in lookup_events)
-        assert s.acceptance_rate == pytest.approx(s.n_lookup_tokens / s.n_lookup_proposed)
-        kept, rejected = kept + s.n_lookup_tokens, rejected + s.n_rejected
+        c = s.counts
+        assert c.n_tokens == len(accepted) == c.n_draft_tokens + c.n_target_tokens + c.n_lookup_tokens
+        assert c.n_draft_tokens == c.n_drafted == 0
+        assert c.n_lookup_tokens == sum(e.accepted for e in lookup_events)
+        assert c.n_lookup_proposed == len(lookup_events) and c.n_rejected == sum(not e.accepted for e in lookup_events)
+        assert c.acceptance_rate == pytest.approx(c.n_lookup_tokens / c.n_lookup_proposed)
+        kept, rejected = kept + c.n_lookup_tokens, rejected + c.n_rejected
     assert kept + rejected > 0, "lookup must propose something for this test to mean anything"
     if kind == "partly":  # the toy target that falls into loops: there lookup's proposals are kept and rejected
         assert kept > 0 and rejected > 0, "lookup's proposals must be both kept and rejected for this test to mean anything"
@@ -113,10 +114,11 @@ def test_greedy_lookup_then_draft_is_the_target_and_uses_both(pair_engines, targ
     for prompt in REPEATING[:2]:
         events, s = run(engine, prompt, policy="lookup+draft", k=3, threshold=1e6, max_tokens=40, chat=False)
         assert accepted_ids(events) == target_greedy[("partly", prompt)], prompt
-        assert s.n_lookup_tokens > 0 and s.n_draft_tokens > 0 and s.draft.tokens_evaluated > 0
-        assert s.n_tokens == s.n_draft_tokens + s.n_target_tokens + s.n_lookup_tokens
-        assert s.acceptance_rate == pytest.approx((s.n_draft_tokens + s.n_lookup_tokens)
-                                                  / (s.n_drafted + s.n_lookup_proposed))
+        c = s.counts
+        assert c.n_lookup_tokens > 0 and c.n_draft_tokens > 0 and s.work.draft.tokens_evaluated > 0
+        assert c.n_tokens == c.n_draft_tokens + c.n_target_tokens + c.n_lookup_tokens
+        assert c.acceptance_rate == pytest.approx((c.n_draft_tokens + c.n_lookup_tokens)
+                                                  / (c.n_drafted + c.n_lookup_proposed))
 
 
 # ---- what the models read --------------------------------------------------------------------------
@@ -129,10 +131,10 @@ def test_lookup_never_calls_the_draft_and_reads_no_token_twice(pair_engines, tem
         events, s = run(engine, prompt, policy="lookup", k=4, max_tokens=40, chat=False, temperature=temperature,
                         seed=3)
         assert engine.pair.draft.stats == draft_before and engine.pair.draft.tokens == []
-        assert s.draft == ModelStats() and "draft" not in {m for m, sizes in s.call_sizes.items() if sizes}
-        t = s.target
-        assert t.tokens_discarded <= s.n_rejected
-        assert t.tokens_evaluated <= s.prompt_tokens + s.n_tokens + t.tokens_discarded
+        assert s.work.draft == ModelStats() and "draft" not in {m for m, sizes in s.work.call_sizes.items() if sizes}
+        t = s.work.target
+        assert t.tokens_discarded <= s.counts.n_rejected
+        assert t.tokens_evaluated <= s.prompt_tokens + s.counts.n_tokens + t.tokens_discarded
         # The cache holds only the text afterwards: no rejected proposal stays in it.
         text = engine.encode(prompt, False) + accepted_ids(events)
         assert engine.pair.target.tokens == text[:len(engine.pair.target.tokens)]
@@ -143,9 +145,9 @@ def test_lookup_then_draft_reads_no_token_twice(pair_engines):
     for temperature in (0.0, 0.8):
         _, s = run(engine, REPEATING[1], policy="lookup+draft", k=3, max_tokens=40, chat=False,
                    temperature=temperature, seed=5)
-        for stats in (s.draft, s.target):
-            assert stats.tokens_discarded <= s.n_rejected + s.n_escalated
-            assert stats.tokens_evaluated <= s.prompt_tokens + s.n_tokens + stats.tokens_discarded
+        for stats in (s.work.draft, s.work.target):
+            assert stats.tokens_discarded <= s.counts.n_rejected + s.counts.n_escalated
+            assert stats.tokens_evaluated <= s.prompt_tokens + s.counts.n_tokens + stats.tokens_discarded
 
 
 # ---- no match: the target writes alone -------------------------------------------------------------
@@ -157,8 +159,8 @@ def test_without_a_repeated_token_the_target_writes_alone(pair_engines):
     assert len(set(prompt_tokens)) == len(prompt_tokens) and continuation(prompt_tokens, 3, MIN_NGRAM, 4) == []
     events, s = run(engine, prompt, policy="lookup", max_tokens=1, chat=False)
     assert [(e.source, e.status) for e in events] == [("target", "accepted")]
-    assert s.n_lookup_proposed == 0 and s.target.tokens_evaluated == len(prompt_tokens)
-    assert s.call_sizes["target"] == {len(prompt_tokens): 1}
+    assert s.counts.n_lookup_proposed == 0 and s.work.target.tokens_evaluated == len(prompt_tokens)
+    assert s.work.call_sizes["target"] == {len(prompt_tokens): 1}
     # Over a longer text lookup joins in once the text repeats itself, and the text is still the target's.
     target_events, _ = run(engine, prompt, policy="target", max_tokens=30, chat=False)
     events, s = run(engine, prompt, policy="lookup", max_tokens=30, chat=False)
@@ -200,7 +202,7 @@ def test_lookup_sampling_draws_each_token_by_the_rejection_rule(pair_engines, k)
 @pytest.fixture(scope="module")
 def lookup_run(pair_engines):
     events, s = run(pair_engines["partly"], REPEATING[0], policy="lookup", max_tokens=40, chat=False)
-    assert s.n_lookup_tokens > 0 and s.n_rejected > 0 and s.n_target_tokens > 0
+    assert s.counts.n_lookup_tokens > 0 and s.counts.n_rejected > 0 and s.counts.n_target_tokens > 0
     return events, s
 
 
@@ -224,15 +226,15 @@ def test_the_chart_plots_copied_tokens_apart_and_the_sentences_count_them(lookup
     events, s = lookup_run
     spec = chart.figure_spec(Routing(events), RunView(AT_5))
     points = [t for t in spec["data"] if t["meta"] == "tokens"]
-    assert sum(len(t["x"]) for t in points) == s.n_tokens
+    assert sum(len(t["x"]) for t in points) == s.counts.n_tokens
     (copied,) = [t for t in points if "prompt lookup" in t["name"]]
-    assert len(copied["x"]) == s.n_lookup_tokens and copied["marker"]["color"] == PURPLE
+    assert len(copied["x"]) == s.counts.n_lookup_tokens and copied["marker"]["color"] == PURPLE
     assert "copied from earlier in the text" in html.unescape(copied["text"][0])
     sentence = sentences.summary_sentence(s)
-    assert f"{s.n_target_tokens} of {s.n_tokens} tokens" in sentence
-    assert f"and {s.n_lookup_tokens} were copied from the text (purple)" in sentence
-    assert f"Prompt lookup proposed {s.n_lookup_proposed} tokens" in sentences.summary_details(s)
-    assert f"{s.n_lookup_tokens} were copied from the text" in sentences.stopped_sentence(events)
+    assert f"{s.counts.n_target_tokens} of {s.counts.n_tokens} tokens" in sentence
+    assert f"and {s.counts.n_lookup_tokens} were copied from the text (purple)" in sentence
+    assert f"Prompt lookup proposed {s.counts.n_lookup_proposed} tokens" in sentences.summary_details(s)
+    assert f"{s.counts.n_lookup_tokens} were copied from the text" in sentences.stopped_sentence(events)
 
 
 def test_a_run_file_keeps_a_lookup_run(lookup_run):
@@ -244,8 +246,8 @@ def test_a_run_file_keeps_a_lookup_run(lookup_run):
     assert "lookupcolour" in document and "Prompt lookup&#x27;s proposals kept" in document
     assert "Longest n-gram looked up" in document
     record = read_run(document)
-    assert record["summary"]["n_lookup_tokens"] == s.n_lookup_tokens
-    assert sum(e["source"] == "lookup" for e in record["events"]) == s.n_lookup_proposed
+    assert record["summary"]["n_lookup_tokens"] == s.counts.n_lookup_tokens
+    assert sum(e["source"] == "lookup" for e in record["events"]) == s.counts.n_lookup_proposed
 
 
 def test_the_page_takes_the_lookup_policies_and_their_setting():

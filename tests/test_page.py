@@ -95,7 +95,8 @@ def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
 
     _, expected = through_engine(toy_engine, inputs)
     assert text == expected.text
-    assert f"{expected.n_target_tokens} of {expected.n_tokens} tokens" in summary and "tokens/s" in summary
+    counts = expected.counts
+    assert f"{counts.n_target_tokens} of {counts.n_tokens} tokens" in summary and "tokens/s" in summary
     assert html.count('class="tok red target"') > 0 and plot["type"] == "plotly"
 
 
@@ -155,7 +156,7 @@ def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
     *_, last = compare_updates(lambda progress: engine, run, progress=lambda *a, **k: None)
     assert set(last.numbers["rules"]) == set(RULE_TABLE) and last.numbers["break_even_share"] == break_even
     assert last.run.comparison_tokens and last.run.break_even == break_even
-    assert len(last.run.comparison_tokens) == last.run.comparison.n_tokens
+    assert len(last.run.comparison_tokens) == last.run.comparison.counts.n_tokens
     traces = last.rules_chart.data
     assert [t.meta for t in traces].count("curve") == 4 and "the learned router" in {t.name for t in traces}
     (line,) = [t for t in traces if t.meta == "break_even"]
@@ -329,13 +330,13 @@ def test_the_answer_is_marked_finished_before_the_big_model_scores_it(toy_engine
     finished, final = updates[steps.index("scoring")], updates[-1]
     assert steps[-1] == "final" and not final.run.running
     # Finished: the whole text, its time, and the scoring as a step of its own; no scores (or speed) yet.
-    assert finished.plain_text == final.plain_text and finished.run.summary.wall_s == final.run.summary.wall_s
+    assert finished.plain_text == final.plain_text and finished.run.summary.timings == final.run.summary.timings
     assert "Writing" not in finished.summary and "This took" in finished.summary
     assert finished.summary.endswith(f"*{sentences.SCORING_STEP}*")
-    assert "tokens/s" not in finished.summary and finished.run.summary.text_ppl_by_target is None
+    assert "tokens/s" not in finished.summary and finished.run.summary.quality is None
     # Then the scores, with the scoring's own time, and the speed saying what it counts.
     summary = final.run.summary
-    assert summary.scoring_s > 0 and summary.text_ppl_by_target is not None
+    assert summary.quality is not None and summary.quality.scoring_s > 0
     assert sentences.SCORING_STEP not in final.summary
     assert sentences.scoring_sentence(summary) in final.summary
     assert sentences.speed_sentence(summary) in final.summary and sentences.timing_sentence(summary) in final.summary
@@ -343,7 +344,8 @@ def test_the_answer_is_marked_finished_before_the_big_model_scores_it(toy_engine
 
 def test_the_summary_begins_with_who_wrote_how_much_and_the_big_model_alones_estimated_time(toy_engine):
     final = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=9.3))[-1]
-    n, t, took = final.run.summary.n_tokens, final.run.summary.n_target_tokens, final.run.summary.wall_s
+    counts, took = final.run.summary.counts, final.run.summary.timings.wall_s
+    n, t = counts.n_tokens, counts.n_target_tokens
     assert 0 < t < n, "the toy pair at threshold 5 gives the big model some tokens, not all"
     assert first_line(final) == f"**{sentences.summary_sentence(final.run.summary, 9.3)}**"
     assert f"{t} of {n}" in first_line(final) and seconds(took) in first_line(final) and "9.3 s" in first_line(final)
@@ -355,8 +357,8 @@ def test_the_summary_begins_with_who_wrote_how_much_and_the_big_model_alones_est
 
 def test_the_summary_says_plainly_when_one_model_wrote_it_all(toy_engine):
     alone = page_updates(SlowScoring(toy_engine, pause_s=0), threshold=1e6)[-1]  # never unsure enough
-    n = alone.run.summary.n_tokens
-    assert alone.run.summary.n_target_tokens == 0 and n > 0
+    n = alone.run.summary.counts.n_tokens
+    assert alone.run.summary.counts.n_target_tokens == 0 and n > 0
     assert first_line(alone) == f"**{sentences.summary_sentence(alone.run.summary)}**"
     target = page_updates(SlowScoring(toy_engine, pause_s=0, estimate=1.0), policy="target")[-1]
     assert first_line(target) == f"**{sentences.summary_sentence(target.run.summary, 1.0)}**"
@@ -370,7 +372,7 @@ def test_after_compare_the_summary_gives_the_big_model_alones_measured_time(toy_
                if u.summary is not KEEP]
     alone = updates[-1].run.comparison
     for update in (updates[0], updates[-1]):  # at once, then with the rules' curves
-        assert f"alone took {seconds(alone.wall_s)}" in first_line(update)
+        assert f"alone took {seconds(alone.timings.wall_s)}" in first_line(update)
         assert "(measured just now)" in first_line(update) and "estimated" not in update.summary
 
 
@@ -451,7 +453,7 @@ def test_another_rule_recolours_a_finished_run_as_a_what_if(toy_engine):
         would, scored, total = routing.whatif_counts(threshold, name)
         assert 'data-view="whatif"' in html and f'data-rule="{name}"' in html
         assert html.count('class="tok red whatif-target"') == would
-        assert f"{would} of {scored} tokens" in html and f"{run.summary.n_target_tokens} of {total}" in html
+        assert f"{would} of {scored} tokens" in html and f"{run.summary.counts.n_target_tokens} of {total}" in html
         plotted = {x: y for t in traces if t.get("meta") == "tokens" for x, y in zip(t["x"], t["y"])}
         assert plotted == pytest.approx({s.token.position: s.score(name) for s in routing.slots
                                          if s.score(name) is not None})
@@ -522,12 +524,12 @@ def test_the_share_reaches_the_request_and_the_summary_names_the_threshold_it_me
     inputs = page_inputs(budget=0.3)
     html, plot, summary, text = client.predict(*inputs, api_name="/generate")
     _, expected = through_engine(toy_engine, inputs)
-    assert text == expected.text and expected.budget == 0.3 and expected.budget_threshold is not None
-    share = f"{100 * expected.n_target_tokens / expected.n_tokens:.0f}%"
-    assert f"{expected.n_target_tokens} of {expected.n_tokens}" in first_line(summary)
+    assert text == expected.text and expected.budget.share == 0.3 and expected.budget.threshold is not None
+    share = f"{100 * expected.counts.n_target_tokens / expected.counts.n_tokens:.0f}%"
+    assert f"{expected.counts.n_target_tokens} of {expected.counts.n_tokens}" in first_line(summary)
     assert share in first_line(summary) and "30%" in first_line(summary)
     assert sentences.budget_sentence(expected) in summary
-    assert f"(its starting point: {expected.budget_source})" in summary  # what it started from, in the details
+    assert f"(its starting point: {expected.budget.source})" in summary  # what it started from, in the details
     # A threshold decides alone ("Set a threshold instead"): no share asked, none said.
     _, _, summary, _ = client.predict(*page_inputs(rule="margin", threshold=0.1), api_name="/generate")
     assert "30%" not in summary and "meant a threshold" not in summary
@@ -537,7 +539,7 @@ def test_the_share_reaches_the_request_and_the_summary_names_the_threshold_it_me
 
 def test_moving_the_share_after_a_run_recolours_it_by_the_thresholds_that_share_would_have_set(toy_engine):
     run = replace(finished_run(toy_engine, budget=0.1, max_tokens=64), draft_path=str(toy_engine.pair.draft_path))
-    real = run.summary.n_target_tokens
+    real = run.summary.counts.n_target_tokens
     # At the run's own share, the run as it happened: the replay meets the engine's thresholds position by position.
     html, _ = whatif(run.config.threshold, run, "margin", 0.1)
     assert 'data-view="run"' in html and html.count('class="tok red target"') == real

@@ -44,13 +44,14 @@ def test_engine_invariants(pair_engines, prompt, config):
         return
     accepted = [e for e in events if e.accepted]
     # counts in the summary are the events' counts
-    assert s.n_tokens == len(accepted) == s.n_draft_tokens + s.n_target_tokens + s.n_lookup_tokens
-    assert [e.position for e in accepted] == list(range(s.n_tokens))
-    assert (s.n_escalated, s.n_rejected, s.n_rolled_back) == tuple(
+    c = s.counts
+    assert c.n_tokens == len(accepted) == c.n_draft_tokens + c.n_target_tokens + c.n_lookup_tokens
+    assert [e.position for e in accepted] == list(range(c.n_tokens))
+    assert (c.n_escalated, c.n_rejected, c.n_rolled_back) == tuple(
         sum(e.status == kind for e in events) for kind in ("escalated", "rejected", "rolled_back"))
     assert s.text == "".join(e.text for e in accepted)
-    assert 1 <= s.n_tokens <= config.max_tokens
-    assert (s.stop_reason == "max_tokens") == (s.n_tokens == config.max_tokens and s.stop_reason != "eos"
+    assert 1 <= c.n_tokens <= config.max_tokens
+    assert (s.stop_reason == "max_tokens") == (c.n_tokens == config.max_tokens and s.stop_reason != "eos"
                                                and s.stop_reason != "stop_string")
     # each model's KV cursor is a prefix of the text, and llama.cpp's cache agrees with it
     text_tokens = engine.encode(prompt, config.chat) + accepted_ids(events)

@@ -44,7 +44,7 @@ def test_speculative_emits_the_targets_argmax_at_every_position(engine):
     reported = np.array([e.target_ppl for e in events if e.accepted])
     recomputed = np.exp(-(rows[np.arange(len(out)), out] - [np.log(np.exp(r - r.max()).sum()) + r.max() for r in rows]))
     np.testing.assert_allclose(reported, recomputed, rtol=0.35)
-    assert s.n_draft_tokens > 0 and s.stop_reason in ("eos", "max_tokens")
+    assert s.counts.n_draft_tokens > 0 and s.stop_reason in ("eos", "max_tokens")
 
 
 def test_speculative_text_matches_the_target_alone_up_to_numerics(engine):
@@ -73,11 +73,11 @@ def test_on_an_exact_build_speculative_writes_the_targets_own_text(engine):
 def test_cascade_on_the_seed_prompt_is_sane(engine):
     events, s = run(engine, SEED_PROMPT, policy="cascade", threshold=5.0, max_tokens=64)
     assert len(s.text.split()) >= 8 and sum(c.isalpha() for c in s.text) > len(s.text) / 2
-    assert 0 < s.n_target_tokens < s.n_draft_tokens
+    assert 0 < s.counts.n_target_tokens < s.counts.n_draft_tokens
     escalated = [e for e in events if e.status == "escalated"]
-    assert len(escalated) == s.n_target_tokens and all(e.draft_ppl > 5.0 for e in escalated)
-    assert s.target.tokens_evaluated <= s.prompt_tokens + s.n_tokens
-    assert s.draft.tokens_evaluated <= s.prompt_tokens + s.n_tokens
+    assert len(escalated) == s.counts.n_target_tokens and all(e.draft_ppl > 5.0 for e in escalated)
+    assert s.work.target.tokens_evaluated <= s.prompt_tokens + s.counts.n_tokens
+    assert s.work.draft.tokens_evaluated <= s.prompt_tokens + s.counts.n_tokens
 
 
 def test_seed_baseline_runs_and_routes_like_the_seed(engine):
@@ -90,8 +90,9 @@ def test_seed_baseline_runs_and_routes_like_the_seed(engine):
     seed_events, seed = run(engine, prompt, policy="seed", chat=False, threshold=threshold, max_tokens=8)
     events, cascade = run(engine, prompt, policy="cascade", rule="perplexity", chat=False, threshold=threshold,
                           max_tokens=8)
-    assert seed.n_tokens == 8 and seed.text == cascade.text
-    assert 0 < seed.n_target_tokens == seed.n_escalated < seed.n_tokens, "the run should take both branches"
+    c = seed.counts
+    assert c.n_tokens == 8 and seed.text == cascade.text
+    assert 0 < c.n_target_tokens == c.n_escalated < c.n_tokens, "the run should take both branches"
     drafted = [e for e in seed_events if e.source == "draft"]
     assert all((e.draft_ppl > threshold) == (e.status == "escalated") for e in drafted)
     routes = [[(e.position, e.source, e.status) for e in run_events] for run_events in (seed_events, events)]
@@ -164,4 +165,4 @@ def test_a_follow_up_reads_the_conversation_through_qwens_own_template(engine):
     expected = llm.tokenize(whole.encode(), add_bos=False, special=True)
     assert engine.encode(follow_up, True, history=turns) == expected
     _, second = run(engine, follow_up, policy="cascade", threshold=5.0, max_tokens=8, history=turns)
-    assert second.prompt_tokens == len(expected) and second.n_tokens > 0
+    assert second.prompt_tokens == len(expected) and second.counts.n_tokens > 0

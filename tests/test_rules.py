@@ -74,9 +74,9 @@ def test_extreme_thresholds_reproduce_draft_and_target(routed, rule):
     draft_events, _ = run(routed, PROMPT, policy="draft", max_tokens=30)
     target_events, _ = run(routed, PROMPT, policy="target", max_tokens=30)
     events, summary = run(routed, PROMPT, policy="cascade", rule=rule, threshold=keep_all, max_tokens=30)
-    assert accepted_ids(events) == accepted_ids(draft_events) and summary.n_target_tokens == 0
+    assert accepted_ids(events) == accepted_ids(draft_events) and summary.counts.n_target_tokens == 0
     events, summary = run(routed, PROMPT, policy="cascade", rule=rule, threshold=send_all, max_tokens=30)
-    assert accepted_ids(events) == accepted_ids(target_events) and summary.n_draft_tokens == 0
+    assert accepted_ids(events) == accepted_ids(target_events) and summary.counts.n_draft_tokens == 0
     assert summary.rule == rule
 
 
@@ -88,10 +88,10 @@ def test_cascade_escalates_exactly_where_the_rule_says(routed, rule, threshold):
     kept = [e for e in events if e.accepted and e.source == "draft"]
     assert all(r.escalates(r.score(e), threshold) for e in escalated)
     assert all(not r.escalates(r.score(e), threshold) for e in kept)
-    assert summary.n_target_tokens == len(escalated)
+    assert summary.counts.n_target_tokens == len(escalated)
     # The recorded readings re-judge the run exactly: the what-if at the run's own rule and threshold.
     would, scored, total = Routing(events).whatif_counts(threshold, rule)
-    assert (would, total) == (len(escalated), summary.n_tokens)
+    assert (would, total) == (len(escalated), summary.counts.n_tokens)
 
 
 def test_every_drafted_token_carries_the_drafts_reading(routed):
@@ -241,16 +241,16 @@ def test_text_perplexity_by_target_equals_a_direct_recomputation(routed, policy)
         target.clear()  # so that what the scoring pass finds in the target's cache is this run's alone
     before = target.stats
     events, summary = run(routed, PROMPT, policy=policy, threshold=3.0, max_tokens=30)
-    scoring = target.stats - before - summary.target  # the target's work after the run: the scoring pass
+    scoring = target.stats - before - summary.work.target  # the target's work after the run: the scoring pass
     text = accepted_ids(events)
     prompt_tokens = routed.encode(PROMPT, True)
     with routed.pair.lock:
         target.clear()
         rows = target.advance(prompt_tokens + text[:-1], len(text))
     logps = [log_softmax(row)[t] for row, t in zip(rows, text)]
-    assert summary.text_ppl_by_target == pytest.approx(math.exp(-np.mean(logps)), rel=1e-3)
+    assert summary.quality.text_ppl_by_target == pytest.approx(math.exp(-np.mean(logps)), rel=1e-3)
     agree = np.mean([int(np.argmax(row)) == t for row, t in zip(rows, text)])
-    assert summary.target_agreement == pytest.approx(agree)
+    assert summary.quality.target_agreement == pytest.approx(agree)
     # The scoring pass reads the text from the first position the target did not read while writing to
     # the end, each token once, reusing the target's cache up to there: exactly those positions after a
     # run in which the target read the prompt; the prompt too after one in which it read nothing (the
@@ -258,7 +258,7 @@ def test_text_perplexity_by_target_equals_a_direct_recomputation(routed, policy)
     unread = [e.position for e in events if e.accepted and e.target_ppl is None]
     if not unread:
         expected = 0
-    elif summary.target.tokens_evaluated:
+    elif summary.work.target.tokens_evaluated:
         expected = len(text) - unread[0]
     else:
         expected = summary.prompt_tokens + len(text) - 1
@@ -270,8 +270,8 @@ def test_the_target_alone_agrees_with_itself_and_is_not_read_twice(routed):
     target = routed.pair.target
     before = target.stats
     _, summary = run(routed, PROMPT, policy="target", max_tokens=30)
-    assert summary.target_agreement == 1.0 and summary.text_ppl_by_target >= 1.0
-    scoring = target.stats - before - summary.target
+    assert summary.quality.target_agreement == 1.0 and summary.quality.text_ppl_by_target >= 1.0
+    scoring = target.stats - before - summary.work.target
     assert scoring.calls == 0 and scoring.tokens_evaluated == 0  # every position was scored while writing
 
 

@@ -42,7 +42,7 @@ def toy_run(toy):
     config = GenerationConfig(policy="cascade", threshold=5.0, max_tokens=24, chat=False)
     events, summary = run(engine, PROMPT, **dataclasses.asdict(config))
     _, alone = run(engine, PROMPT, **dataclasses.asdict(config.replace(policy="target")))
-    assert 0 < summary.n_target_tokens < summary.n_tokens
+    assert 0 < summary.counts.n_target_tokens < summary.counts.n_tokens
     return config, events, summary, alone
 
 
@@ -100,13 +100,14 @@ def test_the_file_shows_the_text_in_two_colours_the_chart_and_the_numbers(toy_ru
     assert 'title="' in doc and "written by the big model" in doc and "= written by the big model" in doc
     # The chart: one point per token, and the run's threshold.
     traces = chart_figure(doc)["data"]
-    assert sum(len(t["x"]) for t in traces if t.get("meta") == "tokens") == summary.n_tokens == len(accepted)
+    assert sum(len(t["x"]) for t in traces if t.get("meta") == "tokens") == summary.counts.n_tokens == len(accepted)
     assert [t["y"] for t in traces if t.get("meta") == "threshold"] == [[5.0, 5.0]]
     assert all(t["text"] for t in traces if t.get("meta") == "tokens")  # hover texts
     # The summary in sentences, the measured numbers, and what it ran with, in words.
     for words in (html.escape(sentences.summary_sentence(summary)), html.escape(sentences.summary_details(summary)),
-                  f"{summary.tokens_per_s:.1f} tokens/s", f"{summary.wall_s:.2f} s",
-                  f"{summary.n_target_tokens} ({summary.target_share:.0%})", html.escape(rulewords.policy_label("cascade")),
+                  f"{summary.tokens_per_s:.1f} tokens/s", f"{summary.timings.wall_s:.2f} s",
+                  f"{summary.counts.n_target_tokens} ({summary.counts.target_share:.0%})",
+                  html.escape(rulewords.policy_label("cascade")),
                   "Threshold</dt><dd>5:", "Most tokens</dt><dd>24", "0: always the likeliest token",
                   "raw text", CREATED, MODELS["draft"], MODELS["target"], "Toy CPU 3000, 2 cores, 2 threads per model",
                   "A small model wrote this text with a big model stepping in where it was unsure",
@@ -125,6 +126,28 @@ def test_the_embedded_run_reads_back_as_it_was(toy_run):
     assert GenerationConfig(**{**record["settings"], "stop": tuple(record["settings"]["stop"])}) == config
     assert (record["prompt"], record["models"], record["machine"], record["created"], record["comparison"]) == (
         PROMPT, MODELS, MACHINE, CREATED, None)
+
+
+# A run file's summary: one flat object, the keys run files have always held, whatever records the Summary
+# keeps them in.
+SUMMARY_KEYS = {
+    "text", "policy", "stop_reason", "prompt_tokens", "rule", "device", "answer_prefix", "n_given_tokens",
+    "n_tokens", "n_draft_tokens", "n_target_tokens", "n_drafted", "n_escalated", "n_rejected", "n_rolled_back",
+    "n_lookup_tokens", "n_lookup_proposed", "modes", "wall_s", "first_token_s", "routing_s", "router_s",
+    "draft", "target", "call_sizes", "extra_rows", "text_ppl_by_target", "target_agreement", "scoring_s",
+    "scored_top", "budget", "budget_threshold", "budget_source", "target_share", "acceptance_rate",
+    "tokens_per_s", "writing_tokens_per_s", "overhead_s"}
+
+
+def test_a_summary_is_one_flat_object_with_the_keys_run_files_hold(toy_run):
+    config, events, summary, _ = toy_run
+    record = read_run(save(config, events, summary))["summary"]
+    assert set(record) == SUMMARY_KEYS and record["n_tokens"] == summary.counts.n_tokens
+    assert record["wall_s"] == summary.timings.wall_s and record["draft"]["calls"] == summary.work.draft.calls
+    assert record["target_agreement"] == summary.quality.target_agreement
+    unscored = read_run(save(config, events, recorded_summary()))["summary"]
+    assert set(unscored) == SUMMARY_KEYS
+    assert (unscored["text_ppl_by_target"], unscored["budget"], unscored["budget_source"]) == (None, None, "")
 
 
 def test_with_a_comparison_the_file_shows_it(toy_run):
@@ -147,7 +170,7 @@ def test_the_file_shows_the_runs_rule_and_charts_its_numbers(toy):
     assert [t["y"] for t in figure["data"] if t.get("meta") == "threshold"] == [[0.3, 0.3]]
     assert "below the threshold line the big model takes over" in doc
     assert read_run(doc)["settings"]["rule"] == "margin"
-    if summary.target_agreement is not None:
+    if summary.quality is not None:
         assert "Tokens the big model would have written itself" in doc
 
 
@@ -155,10 +178,10 @@ def test_a_run_a_share_decided_keeps_its_share_the_threshold_it_meant_and_the_li
     engine = engine_for(toy.small, toy.related)
     config = GenerationConfig(policy="cascade", rule="margin", budget=0.25, max_tokens=24, chat=False)
     events, summary = run(engine, PROMPT, **dataclasses.asdict(config))
-    assert summary.budget == 0.25 and summary.budget_threshold is not None
+    assert summary.budget.share == 0.25 and summary.budget.threshold is not None
     doc = save(config, events, summary)
     record = read_run(doc)
-    assert record["settings"]["budget"] == 0.25 and record["summary"]["budget_threshold"] == summary.budget_threshold
+    assert record["settings"]["budget"] == 0.25 and record["summary"]["budget_threshold"] == summary.budget.threshold
     assert GenerationConfig(**{**record["settings"], "stop": tuple(record["settings"]["stop"])}) == config
     # In words: the share asked, not the threshold it never read; the summary names the threshold it meant.
     text = html.unescape(doc)
@@ -166,7 +189,7 @@ def test_a_run_a_share_decided_keeps_its_share_the_threshold_it_meant_and_the_li
     assert "you asked for 25%" in text and "For this answer, 25% meant a threshold of" in text
     # The chart draws the threshold the share moved, one step per position, as the engine moved it.
     (line,) = [t for t in chart_figure(doc)["data"] if t.get("meta") == "threshold"]
-    assert len(line["y"]) == summary.n_tokens and "moved for a 25% share" in line["name"]
+    assert len(line["y"]) == summary.counts.n_tokens and "moved for a 25% share" in line["name"]
 
 
 def test_a_stopped_run_is_kept_too():
@@ -298,7 +321,7 @@ def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_pa
             assert red == len(spans(path.read_text(encoding="utf-8"), "red")) > 0
             assert "written by the big model" in page.get_attribute(".cascade-text .tok.red", "title")
             traces = page.evaluate(CHART_TRACES)
-            assert sum(t["n"] for t in traces if t["meta"] == "tokens") == summary.n_tokens
+            assert sum(t["n"] for t in traces if t["meta"] == "tokens") == summary.counts.n_tokens
             assert page.is_visible(".cascade-numbers")
             assert f"{summary.tokens_per_s:.1f} tokens/s" in page.inner_text(".cascade-numbers")
             assert page.is_visible(".cascade-comparison")

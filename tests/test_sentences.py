@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from cascade.engine.events import ModelStats
+from cascade.engine.events import BudgetAccount, ModelStats, Quality, Work
 from cascade.ui import diff, sentences
 
 from .helpers import assert_snapshot
@@ -18,10 +18,13 @@ from .recorded import CASCADE, summary
 
 # ---- every sentence, as a visitor reads it: one snapshot ---------------------------------------------
 
-SHARED = dict(wall=6.4, rule="margin", budget=0.1, budget_threshold=0.0612,
-              budget_source="the shipped calibration of this draft (toy)")
-TIMED = dict(wall=6.4, first_token_s=0.62, draft=ModelStats(seconds=2.1), target=ModelStats(calls=12, seconds=3.9))
-SCORED = dict(wall=6.4, text_ppl_by_target=4.23, target_agreement=0.71, scoring_s=3.86)
+SHARED = dict(wall=6.4, rule="margin",
+              budget=BudgetAccount(share=0.1, threshold=0.0612, source="the shipped calibration of this draft (toy)"))
+NOTHING_JUDGED = dict(n=3, by_target=0, rule="margin", budget=BudgetAccount(share=0.1, threshold=None, source=""))
+TIMED = dict(wall=6.4, first_token_s=0.62,
+             work=Work(draft=ModelStats(seconds=2.1), target=ModelStats(calls=12, seconds=3.9)))
+SCORED = dict(wall=6.4, quality=Quality(text_ppl_by_target=4.23, target_agreement=0.71, scoring_s=3.86))
+ALONE_SCORED = dict(policy="target", by_target=80, quality=Quality(text_ppl_by_target=2, target_agreement=1.0))
 
 
 def curve(rule, shares, agreements):
@@ -45,10 +48,10 @@ def surface() -> list[tuple[str, object]]:
         ("summary, a share", sentences.summary_sentence(summary(**SHARED))),
         ("summary lines, a share", "\n".join(sentences.summary_lines(summary(**SHARED)))),
         ("summary, a share and nothing judged",
-         sentences.summary_sentence(summary(n=3, by_target=0, rule="margin", budget=0.1, budget_threshold=None))),
+         sentences.summary_sentence(summary(**NOTHING_JUDGED))),
         ("summary, the small model alone", sentences.summary_sentence(summary(by_target=0, wall=4.0))),
         ("summary, speculative kept all", sentences.summary_sentence(
-            summary(policy="speculative", by_target=0, target=ModelStats(calls=9, seconds=1.0)))),
+            summary(policy="speculative", by_target=0, work=Work(target=ModelStats(calls=9, seconds=1.0))))),
         ("summary, the big model alone", sentences.summary_sentence(summary(policy="target", by_target=80, wall=9.0),
                                                                    9.5)),
         ("summary, the big model estimated", sentences.summary_sentence(summary(wall=6.4), 9.1)),
@@ -64,7 +67,7 @@ def surface() -> list[tuple[str, object]]:
         ("details, speculative", sentences.summary_details(summary(policy="speculative"))),
         ("scoring", sentences.scoring_sentence(summary(**SCORED))),
         ("scoring, the big model alone",
-         sentences.scoring_sentence(summary(policy="target", by_target=80, text_ppl_by_target=2))),
+         sentences.scoring_sentence(summary(**ALONE_SCORED))),
         ("stopped", sentences.stopped_sentence(CASCADE)),
         ("stopped before the first token", sentences.stopped_sentence([])),
         ("comparison, code", sentences.compare_html(summary(text=CODE[0]),
@@ -105,7 +108,7 @@ def test_a_share_is_told_beside_what_was_delivered_and_the_threshold_it_meant_co
     assert "0.061" in lines[0] and "the shipped calibration of this draft (toy)" in lines[-1]
     assert sentences.budget_sentence(shared) is not None
     # No position judged (nothing the share could set a threshold for): the share asked, no threshold said.
-    none = summary(n=3, by_target=0, rule="margin", budget=0.1, budget_threshold=None)
+    none = summary(**NOTHING_JUDGED)
     assert "10%" in sentences.summary_sentence(none) and sentences.budget_sentence(none) is None
     assert sentences.budget_sentence(summary(rule="margin")) is None
 
@@ -132,9 +135,9 @@ def test_the_scoring_gives_its_figures_and_its_own_time_once_scored():
     scored = sentences.scoring_sentence(summary(**SCORED))
     assert all(figure in scored for figure in ("3.9 s", "6.4 s", "71%", "4.2"))
     # The big model alone agrees with itself: no agreement said.
-    assert "%" not in sentences.scoring_sentence(summary(policy="target", by_target=80, text_ppl_by_target=2))
+    assert "%" not in sentences.scoring_sentence(summary(**ALONE_SCORED))
     assert sentences.scoring_sentence(summary()) is None  # not scored (yet)
-    assert sentences.scoring_sentence(summary(stop_reason="cancelled", text_ppl_by_target=3.1)) is None
+    assert sentences.scoring_sentence(summary(stop_reason="cancelled", **SCORED)) is None
 
 
 def test_a_stopped_run_is_summarised_from_what_was_streamed():

@@ -59,11 +59,11 @@ def test_the_target_writes_on_for_the_span_then_hands_back(toy, span):
             last = i == len(s) - 1
             if not last:
                 assert goes_on, (span, i, e)
-            elif summary.n_tokens > e.position + 1:  # the span ended before the answer did
+            elif summary.counts.n_tokens > e.position + 1:  # the span ended before the answer did
                 assert not goes_on, (span, i, e)
     assert any(len(s) > 1 for s in spans)
     # The draft proposes nothing inside a span: every position is written once.
-    assert [e.position for e in events if e.accepted] == list(range(summary.n_tokens))
+    assert [e.position for e in events if e.accepted] == list(range(summary.counts.n_tokens))
 
 
 def test_token_grain_is_the_seeds_one_token(toy):
@@ -83,8 +83,8 @@ def test_a_budget_counts_the_span_as_the_targets(toy, span):
         events = list(engine.generate(prompt, GenerationConfig(rule="perplexity", budget=0.2, span=span,
                                                                max_tokens=200, chat=False), score=False))
         summary = events[-1]
-        assert isinstance(summary, Summary) and summary.n_tokens >= 50
-        shares.append(summary.target_share)
+        assert isinstance(summary, Summary) and summary.counts.n_tokens >= 50
+        shares.append(summary.counts.target_share)
     assert abs(float(np.mean(shares)) - 0.2) <= 0.05, shares
 
 
@@ -99,6 +99,7 @@ def test_a_span_ends_when_the_budget_is_spent(toy, span):
         events = list(engine.generate(prompt, GenerationConfig(rule="perplexity", budget=0.3, span=span,
                                                                max_tokens=40, chat=False), score=False))
         summary = events[-1]
-        assert summary.n_target_tokens <= 0.3 * (summary.n_tokens + HORIZON) + 1, (prompt, summary.n_target_tokens)
+        c = summary.counts
+        assert c.n_target_tokens <= 0.3 * (c.n_tokens + HORIZON) + 1, (prompt, c.n_target_tokens)
         spans += len([s for s in _spans(events[:-1]) if len(s) > 1])
     assert spans, "no span went on: the test shows nothing"

@@ -17,7 +17,7 @@ from cascade.bench.tasks_configs import Configuration, configurations, parse_thr
 from cascade.bench.tasks_report import head_to_head, head_to_head_markdown, markdown
 from cascade.bench.tasks_results import Answer, ConfigResult, Paired, mcnemar_exact
 from cascade.bench.tasks_run import run_tasks
-from cascade.engine.events import ModelStats, Summary
+from cascade.engine.events import Counts, Quality, Summary, Timings
 
 from .helpers import cascade
 
@@ -260,12 +260,11 @@ class ScriptedEngine:
             raise KeyboardInterrupt  # an interrupted run
         self.asked.append((prompt, config))
         n = 10
+        alone = config.policy == "target"
         yield Summary(text=self.answer, policy=config.policy, stop_reason="stop_string", prompt_tokens=50,
-                      n_tokens=n, n_draft_tokens=0 if config.policy == "target" else n - 1,
-                      n_target_tokens=n if config.policy == "target" else 1, n_drafted=0, n_escalated=0,
-                      n_rejected=0, n_rolled_back=0, wall_s=1.0 if config.policy == "target" else 0.5,
-                      draft=ModelStats(), target=ModelStats(), text_ppl_by_target=1.5, target_agreement=0.9,
-                      answer_prefix=config.answer_prefix)
+                      counts=Counts(n_tokens=n, n_draft_tokens=0 if alone else n - 1, n_target_tokens=n if alone else 1),
+                      timings=Timings(wall_s=1.0 if alone else 0.5), answer_prefix=config.answer_prefix,
+                      quality=Quality(text_ppl_by_target=1.5, target_agreement=0.9))
 
 
 def test_the_run_reports_pass_rates_shares_and_speed_against_the_target(tmp_path):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..engine.config import GenerationConfig, SettingError
-from ..engine.events import Summary, TokenEvent
+from ..engine.events import Counts, Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
 from . import fields
@@ -220,34 +220,39 @@ def finish_reason(summary: Summary | None) -> str | None:
 def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]:
     """OpenAI's usage, with the big model's share, the speed and the drafts' counts (llama-server's names
     draft_n and draft_n_accepted beside ours)."""
-    proposed = summary.n_drafted + summary.n_lookup_proposed
-    accepted = summary.n_draft_tokens + summary.n_lookup_tokens
+    c = summary.counts
     vs_target = summary.tokens_per_s / target_tokens_per_s if target_tokens_per_s else None
-    return {"prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.n_tokens,
-            "total_tokens": summary.prompt_tokens + summary.n_tokens,
+    return {"prompt_tokens": summary.prompt_tokens, "completion_tokens": c.n_tokens,
+            "total_tokens": summary.prompt_tokens + c.n_tokens,
             "cascade": {"policy": summary.policy, "rule": summary.rule or None,
-                        "target_share": summary.target_share, "n_target_tokens": summary.n_target_tokens,
-                        "n_draft_tokens": summary.n_draft_tokens, "n_lookup_tokens": summary.n_lookup_tokens,
-                        "n_escalated": summary.n_escalated, "n_rejected": summary.n_rejected,
-                        "n_rolled_back": summary.n_rolled_back, "tokens_per_s": summary.tokens_per_s,
-                        "vs_target": vs_target, "wall_s": summary.wall_s, "draft_n": proposed,
-                        "draft_n_accepted": accepted, "stop_reason": summary.stop_reason,
-                        **budget(summary)}}
+                        "target_share": c.target_share, "n_target_tokens": c.n_target_tokens,
+                        "n_draft_tokens": c.n_draft_tokens, "n_lookup_tokens": c.n_lookup_tokens,
+                        "n_escalated": c.n_escalated, "n_rejected": c.n_rejected,
+                        "n_rolled_back": c.n_rolled_back, "tokens_per_s": summary.tokens_per_s,
+                        "vs_target": vs_target, "wall_s": summary.timings.wall_s, **drafts(c),
+                        "stop_reason": summary.stop_reason, **budget(summary)}}
+
+
+def drafts(counts: Counts) -> dict[str, int]:
+    """The proposals (the draft's and prompt lookup's) and those kept, as llama-server names them."""
+    return {"draft_n": counts.n_drafted + counts.n_lookup_proposed,
+            "draft_n_accepted": counts.n_draft_tokens + counts.n_lookup_tokens}
 
 
 def budget(summary: Summary) -> dict[str, Any]:
     """A token budget's account in `usage.cascade` (null without one): the share asked (`target_share` is the
     share delivered), the threshold it meant in the rule's units, and the calibration it started from."""
-    return {"budget": summary.budget, "budget_threshold": summary.budget_threshold,
-            "budget_source": summary.budget_source or None}
+    account = summary.budget
+    if account is None:
+        return {"budget": None, "budget_threshold": None, "budget_source": None}
+    return {"budget": account.share, "budget_threshold": account.threshold, "budget_source": account.source or None}
 
 
 def timings(summary: Summary) -> dict[str, Any]:
     """The final chunk's `timings`, as llama-server names them."""
-    return {"predicted_n": summary.n_tokens, "predicted_ms": 1000 * summary.wall_s,
+    return {"predicted_n": summary.counts.n_tokens, "predicted_ms": 1000 * summary.timings.wall_s,
             "predicted_per_second": summary.tokens_per_s, "prompt_n": summary.prompt_tokens,
-            "draft_n": summary.n_drafted + summary.n_lookup_proposed,
-            "draft_n_accepted": summary.n_draft_tokens + summary.n_lookup_tokens}
+            **drafts(summary.counts)}
 
 
 @dataclass

@@ -14,13 +14,13 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..engine.config import GenerationConfig
 from ..engine.engine import Engine
-from ..engine.events import ModelStats, Summary
+from ..engine.events import Counts, ModelStats, Summary, Timings, Work
 from ..engine.seed import release_seed_models
 from ..serving.examples import Example
 from ..serving.machine import Machine, describe_machine, rss_mb
 from .costs import Bounds, Costs, bounds, measure_costs
 from .peer import PeerResult
-from .summaries import target_agreement, text_ppl, written
+from .summaries import scored, target_agreement, text_ppl, written
 
 Log = Callable[[str], None]
 
@@ -33,15 +33,18 @@ class Case:
 
 
 def total(summaries: Sequence[Summary]) -> Summary:
-    """One Summary holding the sums of several runs' counts and times."""
+    """One Summary holding the sums of several runs' counts, times and the models' totals (no text, no
+    quality, no budget; each run's modes, first token and calls by size are its own)."""
     first = summaries[0]
-    add = lambda name: sum(getattr(s, name) for s in summaries)  # noqa: E731
-    counts = ("prompt_tokens", "n_tokens", "n_draft_tokens", "n_target_tokens", "n_drafted", "n_escalated",
-              "n_rejected", "n_rolled_back", "wall_s", "n_lookup_tokens", "n_lookup_proposed")
-    return dataclasses.replace(
-        first, text="", stop_reason=first.stop_reason, **{name: add(name) for name in counts},
-        draft=sum((s.draft for s in summaries), ModelStats()), target=sum((s.target for s in summaries), ModelStats()),
-        modes={}, first_token_s=None, call_sizes={}, extra_rows={})
+    counts = Counts(**{f.name: sum(getattr(s.counts, f.name) for s in summaries)
+                       for f in dataclasses.fields(Counts) if f.name != "modes"})
+    timings = Timings(**{name: sum(getattr(s.timings, name) for s in summaries)
+                         for name in ("wall_s", "routing_s", "router_s")})
+    work = Work(draft=sum((s.work.draft for s in summaries), ModelStats()),
+                target=sum((s.work.target for s in summaries), ModelStats()))
+    return Summary(text="", policy=first.policy, stop_reason=first.stop_reason,
+                   prompt_tokens=sum(s.prompt_tokens for s in summaries), counts=counts, timings=timings, work=work,
+                   rule=first.rule, device=first.device)
 
 
 @dataclass
@@ -82,27 +85,29 @@ class Row:
     @property
     def text_ppl_by_target(self) -> float | None:
         """The target's perplexity of all this row's texts together (`text_ppl`)."""
-        return text_ppl(self.runs)
+        return text_ppl(map(scored, self.runs))
 
     @property
     def target_agreement(self) -> float | None:
         """Share of all this row's tokens the target would have written itself after the same prefix."""
-        return target_agreement(self.runs)
+        return target_agreement(map(scored, self.runs))
 
     @property
     def efficiency(self) -> float | None:
         """Measured speed over the bound speed: the bound's time over the time the runs took."""
-        return self.bound_s / self.total.wall_s if self.bound_s is not None and self.total.wall_s else None
+        wall_s = self.total.timings.wall_s
+        return self.bound_s / wall_s if self.bound_s is not None and wall_s else None
 
     def to_dict(self, target_tps: float) -> dict:
         t = self.total
+        c, wall_s = t.counts, t.timings.wall_s
         return {"label": self.label, "policy": self.config.policy, "k": self.config.k, "draft": self.draft,
-                "threshold": self.config.threshold, "prompts": len(self.runs), "n_tokens": t.n_tokens,
-                "wall_s": t.wall_s, "target_tokens": t.n_target_tokens, "draft_tokens": t.n_draft_tokens,
-                "drafted": t.n_drafted, "tokens_per_s": t.tokens_per_s,
-                "speedup": t.tokens_per_s / target_tps if target_tps else None, "target_share": t.target_share,
-                "acceptance": t.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
-                "overhead": t.overhead_s / t.wall_s if t.wall_s else 0.0, "rss_mb": self.rss_mb,
+                "threshold": self.config.threshold, "prompts": len(self.runs), "n_tokens": c.n_tokens,
+                "wall_s": wall_s, "target_tokens": c.n_target_tokens, "draft_tokens": c.n_draft_tokens,
+                "drafted": c.n_drafted, "tokens_per_s": t.tokens_per_s,
+                "speedup": t.tokens_per_s / target_tps if target_tps else None, "target_share": c.target_share,
+                "acceptance": c.acceptance_rate, "agreement": self.agreement, "same_text": self.same_text,
+                "overhead": t.overhead_s / wall_s if wall_s else 0.0, "rss_mb": self.rss_mb,
                 "decode_tok_s": self.writing_tokens_per_s, "rule": self.config.rule,
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
                 "bound_s": self.bound_s, "efficiency": self.efficiency, "modes": _modes(self.runs)}
@@ -112,7 +117,7 @@ def _modes(runs: Sequence[Summary]) -> dict[str, int]:
     """auto's rounds by way of writing, over all runs."""
     out: dict[str, int] = {}
     for s in runs:
-        for mode, n in s.modes.items():
+        for mode, n in s.counts.modes.items():
             out[mode] = out.get(mode, 0) + n
     return out
 
@@ -196,17 +201,17 @@ def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], ma
             summary, tokens = run_once(engines[row.draft], example, row.config)
             row.add(summary, tokens, reference)
             release_seed_models(engines[row.draft].pair)
-            log(f"  {row.label:26s} {summary.tokens_per_s:6.2f} tok/s  {summary.n_tokens} tokens")
+            log(f"  {row.label:26s} {summary.tokens_per_s:6.2f} tok/s  {summary.counts.n_tokens} tokens")
         last, tokens = run_once(engine, example, target_config)
         rows[0].add(last, tokens, reference)
     context = engine.encode(examples[0].prompt, examples[0].chat)
     costs = {name: measure_costs(e.pair, context) for name, e in engines.items()}
     for row in rows:
-        if all(s.call_sizes for s in row.runs):
-            row.bound_s = sum(costs[row.draft].calls_s(s.call_sizes, s.extra_rows) for s in row.runs)
-    horizon = max(r.total.n_tokens // max(len(r.runs), 1) for r in rows)
-    measured_acceptance = {r.config.k: r.total.acceptance_rate for r in rows
-                           if r.config.policy == "speculative" and not r.draft and r.total.acceptance_rate}
+        if all(s.work.call_sizes for s in row.runs):
+            row.bound_s = sum(costs[row.draft].calls_s(s.work.call_sizes, s.work.extra_rows) for s in row.runs)
+    horizon = max(r.total.counts.n_tokens // max(len(r.runs), 1) for r in rows)
+    measured_acceptance = {r.config.k: r.total.counts.acceptance_rate for r in rows
+                           if r.config.policy == "speculative" and not r.draft and r.total.counts.acceptance_rate}
     return BenchResult(rows=rows, costs=costs[""], bounds=bounds(costs[""], horizon, measured_acceptance),
                        machine=describe_machine(engine.pair),
                        variant_costs={name: c for name, c in costs.items() if name})

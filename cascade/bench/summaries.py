@@ -1,13 +1,10 @@
-"""A generation as the bench reads it: run to its end for the tokens it kept and its Summary, and several
-runs weighed together (the big model's perplexity of their texts, and its agreement with them).
-
-The side-by-side bench (`run.py`), the rules' evaluation (`routers.py`) and the tasks (`tasks_results.py`)
-all report these two averages. Each weighs a run by its tokens, so that a long text counts for all it holds.
-"""
+"""A generation run to its end for its tokens and Summary, and several runs weighed together by their tokens
+(the big model's perplexity of their texts, and its agreement with them)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
 from ..engine.config import GenerationConfig
@@ -15,11 +12,28 @@ from ..engine.events import Summary, TokenEvent
 
 
 class Scored(Protocol):
-    """What the averages read: a Summary, or a task's Answer."""
+    """What the averages read: a Summary's (`scored`), or a task's Answer."""
 
     n_tokens: int
     text_ppl_by_target: float | None
     target_agreement: float | None
+
+
+@dataclass(frozen=True)
+class ScoredText:
+    """A Summary as the averages read it: its tokens and its quality figures (None: not scored)."""
+
+    n_tokens: int
+    text_ppl_by_target: float | None
+    target_agreement: float | None
+
+
+def scored(summary: Summary) -> ScoredText:
+    """A Summary's tokens and quality figures, for `text_ppl` and `target_agreement`."""
+    quality = summary.quality
+    if quality is None:
+        return ScoredText(summary.counts.n_tokens, None, None)
+    return ScoredText(summary.counts.n_tokens, quality.text_ppl_by_target, quality.target_agreement)
 
 
 def written(engine: Any, prompt: str, config: GenerationConfig) -> tuple[list[int], Summary]:
@@ -43,21 +57,19 @@ def summary_of(engine: Any, prompt: str, config: GenerationConfig) -> Summary:
 
 
 def text_ppl(runs: Iterable[Scored], *, every: bool = False) -> float | None:
-    """The big model's perplexity of several texts together: exp of the mean negative log-likelihood over
-    all their tokens (each run's `text_ppl_by_target` weighted by its tokens). None if no run has one; with
-    `every`, None unless every run with tokens has one (a cached answer keeps no infinite perplexity, and
-    the mean of the others would read as finite)."""
+    """The big model's perplexity of several texts together, weighted by tokens; None if no run has one, or,
+    with `every`, unless every run with tokens has one."""
     with_tokens = [r for r in runs if r.n_tokens]
-    scored = [r for r in with_tokens if r.text_ppl_by_target]
-    if not scored or (every and len(scored) < len(with_tokens)):
+    rated = [r for r in with_tokens if r.text_ppl_by_target]
+    if not rated or (every and len(rated) < len(with_tokens)):
         return None
-    nll = sum(r.n_tokens * math.log(r.text_ppl_by_target) for r in scored)
-    return math.exp(nll / sum(r.n_tokens for r in scored))
+    nll = sum(r.n_tokens * math.log(r.text_ppl_by_target) for r in rated)
+    return math.exp(nll / sum(r.n_tokens for r in rated))
 
 
 def target_agreement(runs: Iterable[Scored]) -> float | None:
     """The share of all the runs' tokens the big model would have written itself after the same prefix:
     each run's `target_agreement` weighted by its tokens. None if no run with tokens has one."""
-    scored = [(r.target_agreement, r.n_tokens) for r in runs if r.target_agreement is not None]
-    n = sum(k for _, k in scored)
-    return sum(a * k for a, k in scored) / n if n else None
+    rated = [(r.target_agreement, r.n_tokens) for r in runs if r.target_agreement is not None]
+    n = sum(k for _, k in rated)
+    return sum(a * k for a, k in rated) / n if n else None

@@ -1,10 +1,5 @@
-"""What a run over the tasks gives: each answer with its check, and each configuration's figures over all
-its answers (pass@1, the big model's share of the tokens, the speed against the target alone, and which
-problems it solved that the target alone did not, or failed that it solved: McNemar's exact test).
-
-An answer's record is also its line in the cache (`tasks_cache.py`): its fields, the task's digest and
-the check's version, so that a stale check is run again and a changed task is answered again.
-"""
+"""A run over the tasks: each answer with its check (its record is its cache line, with the task's digest and
+the check's version), and each configuration's figures (pass@1, share, speed, flips against the target alone)."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ import numpy as np
 
 from ..engine.events import Summary
 from . import sandbox
-from .summaries import target_agreement, text_ppl
+from .summaries import scored, target_agreement, text_ppl
 from .tasks import CHECK_VERSION, Task
 from .tasks_configs import Configuration
 
@@ -41,9 +36,10 @@ class Answer:
 
     @classmethod
     def from_summary(cls, task: Task, summary: Summary, check: sandbox.Check) -> "Answer":
-        return cls(task.task_id, summary.answer, summary.n_tokens, summary.n_target_tokens, summary.wall_s,
-                   summary.stop_reason, summary.text_ppl_by_target, summary.target_agreement, check,
-                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        figures = scored(summary)
+        return cls(task.task_id, summary.answer, figures.n_tokens, summary.counts.n_target_tokens,
+                   summary.timings.wall_s, summary.stop_reason, figures.text_ppl_by_target, figures.target_agreement,
+                   check, measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
 
     def record(self, task: Task) -> dict:
         d = dataclasses.asdict(self)
@@ -143,11 +139,8 @@ class ConfigResult:
 
 @dataclass(frozen=True)
 class Paired:
-    """A configuration's answers beside the target alone's on the same problems: the problems it solved and
-    the target did not (`gained`), those the target solved and it did not (`lost`), and McNemar's exact test
-    of whether they differ more than chance would make them (`p`: 1.0 when no problem flipped). `differing`:
-    the problems whose answer is not the target's word for word, flipped or not (for speculative decoding,
-    whose text should be the target's, every one is a divergence to account for)."""
+    """A configuration's answers beside the target alone's: problems `gained` and `lost`, McNemar's exact `p`
+    (1.0 when none flipped), and those `differing` from the target's text word for word."""
 
     gained: tuple[str, ...]
     lost: tuple[str, ...]

@@ -71,32 +71,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe(summary: Summary) -> str:
-    acc = f", {summary.acceptance_rate:.0%} of drafted tokens kept" if summary.acceptance_rate is not None else ""
+    c, work = summary.counts, summary.work
+    acc = f", {c.acceptance_rate:.0%} of drafted tokens kept" if c.acceptance_rate is not None else ""
     given = (f" after {summary.n_given_tokens} given as the answer's start (read, not written)"
              if summary.n_given_tokens else "")
-    return (f"{summary.n_tokens} tokens{given}, {summary.n_target_tokens} by the target "
-            f"({summary.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.wall_s:.2f} s "
-            f"(draft {summary.draft.seconds:.2f} s, target {summary.target.seconds:.2f} s); "
+    return (f"{c.n_tokens} tokens{given}, {c.n_target_tokens} by the target "
+            f"({c.target_share:.0%}){acc}; {summary.tokens_per_s:.1f} tokens/s over {summary.timings.wall_s:.2f} s "
+            f"(draft {work.draft.seconds:.2f} s, target {work.target.seconds:.2f} s); "
             f"stopped: {summary.stop_reason}{describe_budget(summary)}")
 
 
 def describe_budget(summary: Summary) -> str:
     """A token budget's account, as a sentence of its own (empty without one): the share asked, the share
     delivered, and the threshold it meant."""
-    if summary.budget is None:
+    budget = summary.budget
+    if budget is None:
         return ""
-    meant = ("no threshold (no position was judged)" if summary.budget_threshold is None
-             else f"a {summary.rule} threshold of {summary.budget_threshold:.4g} (the median its positions met)")
-    return (f"\nbudget {100 * summary.budget:g}% of the tokens for the target: it wrote {summary.target_share:.1%}, "
-            f"at {meant}; where it started: {summary.budget_source}")
+    meant = ("no threshold (no position was judged)" if budget.threshold is None
+             else f"a {summary.rule} threshold of {budget.threshold:.4g} (the median its positions met)")
+    return (f"\nbudget {100 * budget.share:g}% of the tokens for the target: it wrote "
+            f"{summary.counts.target_share:.1%}, at {meant}; where it started: {budget.source}")
 
 
 def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
              models: ModelConfig, draft_path: Path | None = None) -> None:
-    """Write the run as one self-contained HTML file (`cascade.ui.runfile`), with the big model's
-    alternatives from the Summary's scoring pass where it read a position only then, as the page keeps them;
-    for a run with a budget, the chart's moving threshold starts from the draft file's calibration, as the
-    engine's did."""
+    """Write the run as one self-contained HTML file (`cascade.ui.runfile`), as the page keeps it (a budget's
+    threshold starting from the draft file's calibration)."""
     from ..routing.budget import calibration_for
     from ..ui.runfile import machine_info, model_names, now, run_html
 

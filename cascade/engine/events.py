@@ -71,53 +71,19 @@ class ModelStats:
 
 
 @dataclass(frozen=True)
-class Summary:
-    text: str
-    policy: str
-    stop_reason: StopReason
-    prompt_tokens: int
+class Counts:
+    """The output's tokens by who wrote them, the proposals by what became of them, auto's rounds by mode."""
+
     n_tokens: int  # tokens in the output: n_draft_tokens + n_target_tokens + n_lookup_tokens
     n_draft_tokens: int  # of which the draft wrote
     n_target_tokens: int  # of which the target wrote
-    n_drafted: int  # tokens the draft sampled, kept or not (lookup's proposals are not among them)
-    n_escalated: int
-    n_rejected: int
-    n_rolled_back: int
-    wall_s: float  # generation time: prompt processing included, model loading excluded
-    draft: ModelStats
-    target: ModelStats
-    modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
-    first_token_s: float | None = None  # when the output's first token came (reading the prompt included)
-    device: str = ""  # where the models ran, in words ("CPU, 2 threads")
-    # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
-    call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
-    # Logits rows each model was asked for beyond one a call (a check of k tokens asks for k + 1 rows)
-    extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)
+    n_drafted: int = 0  # tokens the draft sampled, kept or not (lookup's proposals are not among them)
+    n_escalated: int = 0
+    n_rejected: int = 0
+    n_rolled_back: int = 0
     n_lookup_tokens: int = 0  # tokens of the output prompt lookup proposed and the target accepted
     n_lookup_proposed: int = 0  # tokens prompt lookup proposed, kept or not
-    # Quality (`scoring.score`): the target's perplexity of the text and the share of its tokens that are
-    # its greedy choice; positions not read while writing are read after the run, in `scoring_s`.
-    text_ppl_by_target: float | None = None
-    target_agreement: float | None = None
-    scoring_s: float = 0.0
-    rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
-    # A token budget's account: the share asked, the threshold it meant (median, rule's units), its start.
-    budget: float | None = None
-    budget_threshold: float | None = None
-    budget_source: str = ""
-    routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
-    router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
-    # The answer prefix given in the request: not in `text` nor n_tokens; its tokens (n_given_tokens) are
-    # among prompt_tokens.
-    answer_prefix: str = ""
-    n_given_tokens: int = 0
-    # The target's likeliest tokens at positions it first read in the scoring pass: (position, top) pairs.
-    scored_top: tuple[tuple[int, Alternatives], ...] = ()
-
-    @property
-    def answer(self) -> str:
-        """The whole answer as a reader sees it: the given prefix, then what the models wrote."""
-        return self.answer_prefix + self.text
+    modes: dict[str, int] = dataclasses.field(default_factory=dict)  # auto: rounds written each way
 
     @property
     def target_share(self) -> float:
@@ -129,31 +95,121 @@ class Summary:
         proposed = self.n_drafted + self.n_lookup_proposed
         return (self.n_draft_tokens + self.n_lookup_tokens) / proposed if proposed else None
 
+
+@dataclass(frozen=True)
+class Timings:
+    """When the output came, and the time spent judging the draft's tokens."""
+
+    wall_s: float  # generation time: prompt processing included, model loading excluded
+    first_token_s: float | None = None  # when the output's first token came (reading the prompt included)
+    routing_s: float = 0.0  # of wall_s: reading the draft's rows and applying the rule (the router included)
+    router_s: float = 0.0  # of routing_s: the learned router's features and score (0 without a router)
+
+
+@dataclass(frozen=True)
+class Work:
+    """What each model did: its totals, its calls by size, and the logits rows asked for beyond one a call."""
+
+    draft: ModelStats = ModelStats()
+    target: ModelStats = ModelStats()
+    # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
+    call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # a check of k tokens asks k + 1 rows
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        # JSON's keys are text: the call sizes as "5": 12
+        d["call_sizes"] = {model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()}
+        return d
+
+
+@dataclass(frozen=True)
+class Quality:
+    """The target's view of the finished text (`scoring.score`): its perplexity of it, the share of its
+    tokens that are its greedy choice, the pass's time, and its likeliest tokens where only the pass read."""
+
+    text_ppl_by_target: float
+    target_agreement: float
+    scoring_s: float = 0.0  # the pass after the run, not part of wall_s
+    scored_top: tuple[tuple[int, Alternatives], ...] = ()  # (position, top) pairs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text_ppl_by_target": _finite(self.text_ppl_by_target), "target_agreement": self.target_agreement,
+                "scoring_s": self.scoring_s,
+                "scored_top": [[position, [[text, p] for text, p in top]] for position, top in self.scored_top]}
+
+
+UNSCORED: dict[str, Any] = {"text_ppl_by_target": None, "target_agreement": None, "scoring_s": 0.0, "scored_top": []}
+
+
+@dataclass(frozen=True)
+class BudgetAccount:
+    """A token budget's account: the share asked, the threshold it meant, where that threshold started."""
+
+    share: float
+    threshold: float | None  # the median threshold its positions met, in the rule's units (None: none judged)
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget": self.share, "budget_threshold": self.threshold, "budget_source": self.source}
+
+
+NO_BUDGET: dict[str, Any] = {"budget": None, "budget_threshold": None, "budget_source": ""}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One generation's outcome: its text and stop, and its records (quality None: not scored; budget None:
+    none asked)."""
+
+    text: str
+    policy: str
+    stop_reason: StopReason
+    prompt_tokens: int
+    counts: Counts
+    timings: Timings
+    work: Work = dataclasses.field(default_factory=Work)
+    rule: str = ""  # the deferral rule that judged the draft's tokens (policies that escalate)
+    device: str = ""  # where the models ran, in words ("CPU, 2 threads")
+    # The answer prefix given in the request: not in `text` nor the counts; its tokens are among prompt_tokens.
+    answer_prefix: str = ""
+    n_given_tokens: int = 0
+    budget: BudgetAccount | None = None
+    quality: Quality | None = None
+
+    @property
+    def answer(self) -> str:
+        """The whole answer as a reader sees it: the given prefix, then what the models wrote."""
+        return self.answer_prefix + self.text
+
     @property
     def tokens_per_s(self) -> float:
-        return self.n_tokens / self.wall_s if self.wall_s > 0 else 0.0
+        return self.counts.n_tokens / self.timings.wall_s if self.timings.wall_s > 0 else 0.0
 
     @property
     def writing_tokens_per_s(self) -> float | None:
         """Tokens/s after the first token: the speed of writing, with reading the prompt taken off."""
-        if self.n_tokens < 2 or self.first_token_s is None or self.wall_s <= self.first_token_s:
+        n, wall, first = self.counts.n_tokens, self.timings.wall_s, self.timings.first_token_s
+        if n < 2 or first is None or wall <= first:
             return None
-        return (self.n_tokens - 1) / (self.wall_s - self.first_token_s)
+        return (n - 1) / (wall - first)
 
     @property
     def overhead_s(self) -> float:
         """Wall time spent outside both models."""
-        return max(0.0, self.wall_s - self.draft.seconds - self.target.seconds)
+        return max(0.0, self.timings.wall_s - self.work.draft.seconds - self.work.target.seconds)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.update(target_share=self.target_share, acceptance_rate=self.acceptance_rate,
-                 tokens_per_s=self.tokens_per_s, writing_tokens_per_s=self.writing_tokens_per_s,
-                 overhead_s=self.overhead_s, text_ppl_by_target=_finite(self.text_ppl_by_target),
-                 # JSON's keys are text: the call sizes as "5": 12
-                 call_sizes={model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()},
-                 scored_top=[[position, [[text, p] for text, p in top]] for position, top in self.scored_top])
-        return d
+        """One flat JSON object (run files, `--json`): each record's keys side by side, and the derived figures."""
+        return {"text": self.text, "policy": self.policy, "stop_reason": self.stop_reason,
+                "prompt_tokens": self.prompt_tokens, "rule": self.rule, "device": self.device,
+                "answer_prefix": self.answer_prefix, "n_given_tokens": self.n_given_tokens,
+                **dataclasses.asdict(self.counts), **dataclasses.asdict(self.timings), **self.work.to_dict(),
+                **(self.quality.to_dict() if self.quality is not None else UNSCORED),
+                **(self.budget.to_dict() if self.budget is not None else NO_BUDGET),
+                "target_share": self.counts.target_share, "acceptance_rate": self.counts.acceptance_rate,
+                "tokens_per_s": self.tokens_per_s, "writing_tokens_per_s": self.writing_tokens_per_s,
+                "overhead_s": self.overhead_s}
 
 
 @dataclass(frozen=True)
@@ -168,8 +224,8 @@ Event = Union[TokenEvent, Written, Summary]
 
 
 def complete_events(events: Sequence[TokenEvent], summary: Summary | None) -> list[TokenEvent]:
-    """`events` with `Summary.scored_top` filled into the kept tokens the target read only when scoring."""
-    scored = dict(summary.scored_top) if summary is not None else {}
+    """`events` with `Quality.scored_top` filled into the kept tokens the target read only when scoring."""
+    scored = dict(summary.quality.scored_top) if summary is not None and summary.quality is not None else {}
     if not scored:
         return list(events)
     return [dataclasses.replace(e, target_top=scored[e.position])

@@ -19,7 +19,7 @@ Counting is the `Recorder`'s; `auto` watches through the same `Observer` interfa
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -32,7 +32,7 @@ from ..routing.reading import DraftReading, top_tokens
 from ..routing.router import Router
 from .auto import AutoTuner
 from .config import GenerationConfig
-from .events import Alternatives, Event, Source, Status, StopReason, TokenEvent, Written
+from .events import Alternatives, BudgetAccount, Event, Source, Status, StopReason, Summary, TokenEvent, Written
 from .lookup import MIN_NGRAM, continuation
 from .models import ModelPair
 from .observers import Observer
@@ -85,8 +85,7 @@ class Generation:
         self.target_seen: dict[int, View] = {}
         self.text = TextAssembler(config.stop)
         self.stop_reason: StopReason | None = None
-        self.recorder = Recorder(config.policy, pair.draft, pair.target, steered=tuner is not None,
-                                 device=pair.config.device)
+        self.recorder = Recorder(pair.draft, pair.target, steered=tuner is not None)
         self.observers: list[Observer] = [self.recorder, *watchers] + ([tuner] if tuner is not None else [])
 
     # ---- the loop ---------------------------------------------------------------------------------
@@ -276,25 +275,25 @@ class Generation:
         self.notify("told", event)
         return event
 
-    def budget_figures(self) -> dict:
-        """The Summary's account of a token budget: what was asked, the threshold it meant, from what."""
+    def budget_account(self) -> BudgetAccount | None:
+        """What a token budget asked, the threshold it meant, and from what (None without a budget)."""
         tracker = self.judge.budget
-        if tracker is None:
-            return {}
-        return {"budget": tracker.budget, "budget_threshold": tracker.meant, "budget_source": tracker.source}
+        return None if tracker is None else BudgetAccount(tracker.budget, tracker.meant, tracker.source)
 
     def summaries(self) -> Iterator[Event]:
-        """The run's Summary, with the target's view of the text (`scoring.score`) if asked for; before that
-        pass, the Summary as it stands in a `Written` event, if asked for."""
-        summary = self.recorder.summary(self.text.text, self.stop_reason, len(self.prompt))
-        summary = dataclasses.replace(summary, routing_s=self.judge.routing_s, router_s=self.judge.router_s,
-                                      rule=self.config.rule if self.mode.policy.escalates else "",
-                                      **self.budget_figures(),
-                                      answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given)
+        """The run's Summary, its parts made once as the run ends, with the target's view of the text
+        (`scoring.score`) if asked for; before that pass, the Summary without it in a `Written` event, if
+        asked for."""
+        made = functools.partial(
+            Summary, text=self.text.text, policy=self.config.policy, stop_reason=self.stop_reason,
+            prompt_tokens=len(self.prompt), counts=self.recorder.counts(),
+            timings=self.recorder.timings(self.judge.routing_s, self.judge.router_s), work=self.recorder.work(),
+            rule=self.config.rule if self.mode.policy.escalates else "", device=self.pair.config.device,
+            answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given, budget=self.budget_account())
         if not self.score:
-            yield summary
+            yield made()
             return
         if self.mark_written:
-            yield Written(summary)
-        yield score(summary, self.pair.target, self.prompt, self.out, self.target_seen,
-                    self.config.alternatives, self.named)
+            yield Written(made())
+        yield made(quality=score(self.pair.target, self.prompt, self.out, self.target_seen,
+                                 self.config.alternatives, self.named))

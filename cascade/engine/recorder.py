@@ -1,11 +1,11 @@
-"""Counting one generation as it runs, and its Summary at the end."""
+"""Counting one generation as it runs: its Summary's counts, timings and the models' work."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 
-from .events import StopReason, Summary, TokenEvent
+from .events import Counts, Timings, TokenEvent, Work
 from .observers import Observer
 from .policies import Mode
 from .runner import ModelRunner
@@ -14,9 +14,8 @@ from .runner import ModelRunner
 class Recorder(Observer):
     """Counts tokens by who wrote them and by fate, rounds by mode, and the models' work since it began."""
 
-    def __init__(self, policy: str, draft: ModelRunner, target: ModelRunner, steered: bool = False,
-                 device: str = "") -> None:
-        self.policy, self.steered, self.device = policy, steered, device
+    def __init__(self, draft: ModelRunner, target: ModelRunner, steered: bool = False) -> None:
+        self.steered = steered
         self.runners = (draft, target)
         self.start_stats = (draft.stats, target.stats)
         self.t0 = time.perf_counter()
@@ -50,17 +49,19 @@ class Recorder(Observer):
         if event.accepted and self.first_token_s is None:
             self.first_token_s = event.t
 
-    def summary(self, text: str, stop_reason: StopReason, prompt_tokens: int) -> Summary:
-        draft, target = self.runners
+    def counts(self) -> Counts:
         c = self.tokens
-        return Summary(
-            text=text, policy=self.policy, stop_reason=stop_reason, prompt_tokens=prompt_tokens,
-            n_tokens=c["draft"] + c["target"] + c["lookup"], n_draft_tokens=c["draft"], n_target_tokens=c["target"],
-            n_drafted=self.drafted, n_escalated=c["escalated"], n_rejected=c["rejected"],
-            n_rolled_back=c["rolled_back"], wall_s=self.elapsed(),
-            draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
-            modes=dict(self.modes), first_token_s=self.first_token_s, device=self.device,
-            call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
-            extra_rows=dict(self.extra_rows),
-            n_lookup_tokens=c["lookup"], n_lookup_proposed=self.looked_up_tokens,
-        )
+        return Counts(n_tokens=c["draft"] + c["target"] + c["lookup"], n_draft_tokens=c["draft"],
+                      n_target_tokens=c["target"], n_drafted=self.drafted, n_escalated=c["escalated"],
+                      n_rejected=c["rejected"], n_rolled_back=c["rolled_back"], n_lookup_tokens=c["lookup"],
+                      n_lookup_proposed=self.looked_up_tokens, modes=dict(self.modes))
+
+    def timings(self, routing_s: float = 0.0, router_s: float = 0.0) -> Timings:
+        """The run's times until now, with the judge's (`Judge.routing_s`, `router_s`)."""
+        return Timings(wall_s=self.elapsed(), first_token_s=self.first_token_s, routing_s=routing_s, router_s=router_s)
+
+    def work(self) -> Work:
+        draft, target = self.runners
+        return Work(draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
+                    call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
+                    extra_rows=dict(self.extra_rows))

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from typing import Callable, Iterable, Sequence
@@ -13,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..routing.reading import top_tokens
-from .events import Alternatives, Summary
+from .events import Alternatives, Quality
 from .runner import ModelRunner
 from .sampling import token_logprob
 
@@ -48,13 +47,13 @@ def text_quality(view: Iterable[View]) -> tuple[float, float]:
     return (math.exp(nll) if nll < 700 else math.inf), sum(own for _, own in view) / len(view)
 
 
-def score(summary: Summary, target: ModelRunner, prompt: Sequence[int], out: Sequence[int],
-          seen: dict[int, View], alternatives: int = 0,
-          named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Summary:
-    """The Summary with the quality of `out`: positions not in `seen` are read now (timed in `scoring_s`),
+def score(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], seen: dict[int, View],
+          alternatives: int = 0,
+          named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Quality | None:
+    """The quality of `out` (None if empty): positions not in `seen` are read now (timed in `scoring_s`),
     their likeliest tokens going to `scored_top`, named by `named`."""
     if not out:
-        return summary
+        return None
     started = time.perf_counter()
     seen = dict(seen)
     missing = [i for i in range(len(out)) if i not in seen]
@@ -63,17 +62,15 @@ def score(summary: Summary, target: ModelRunner, prompt: Sequence[int], out: Seq
         seen.update(target_view(target, prompt, out, missing[0], alternatives=alternatives, tops=tops))
     ppl, agreement = text_quality(seen[i] for i in range(len(out)))
     scored_top = tuple((i, named(tops[i])) for i in missing if i in tops)
-    return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
-                               scoring_s=time.perf_counter() - started, scored_top=scored_top)
+    return Quality(ppl, agreement, scoring_s=time.perf_counter() - started, scored_top=scored_top)
 
 
-def score_text(summary: Summary, target: ModelRunner, prompt: Sequence[int]) -> Summary:
+def score_text(text: str, target: ModelRunner, prompt: Sequence[int]) -> Quality | None:
     """As `score`, for a loop that reports text, not tokens (the seed's): re-tokenized, read afresh."""
     started = time.perf_counter()
-    tokens = target.llm.tokenize(summary.text.encode("utf-8"), add_bos=False, special=False)
+    tokens = target.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
     if not tokens:
-        return summary
+        return None
     target.clear()
     ppl, agreement = text_quality(target_view(target, prompt, tokens).values())
-    return dataclasses.replace(summary, text_ppl_by_target=ppl, target_agreement=agreement,
-                               scoring_s=time.perf_counter() - started)
+    return Quality(ppl, agreement, scoring_s=time.perf_counter() - started)

@@ -4,6 +4,7 @@ on the growing text, the draft first, the target where the draft's perplexity ex
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 import llama_cpp
 
 from .batching import on_decoding_thread
-from .events import Event, ModelStats, Summary, TokenEvent, Written
+from .events import Counts, Event, ModelStats, Summary, Timings, TokenEvent, Work, Written
 from .models import ModelPair, load_model
 from .prompt import PromptError, encode_prompt, render_chat
 from .scoring import score_text
@@ -103,20 +104,20 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", scor
             stop_reason = "stop_string"
             break
     n = counts["draft"] + counts["target"]
-    summary = Summary(
-        text=generated, policy="seed", stop_reason=stop_reason, prompt_tokens=prompt_tokens, n_tokens=n,
-        n_draft_tokens=counts["draft"], n_target_tokens=counts["target"],
-        n_drafted=counts["draft"] + counts["escalated"], n_escalated=counts["escalated"], n_rejected=0,
-        n_rolled_back=0, wall_s=time.perf_counter() - t0,
+    made = functools.partial(
+        Summary, text=generated, policy="seed", stop_reason=stop_reason, prompt_tokens=prompt_tokens,
+        counts=Counts(n_tokens=n, n_draft_tokens=counts["draft"], n_target_tokens=counts["target"],
+                      n_drafted=counts["draft"] + counts["escalated"], n_escalated=counts["escalated"]),
+        timings=Timings(wall_s=time.perf_counter() - t0, first_token_s=first_token_s),
         # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
-        draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
-        target=ModelStats(calls=counts["target"], seconds=target_s), first_token_s=first_token_s,
-        device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given,
-    )
-    if score and summary.text:
-        if mark_written:
-            yield Written(summary)
-        request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
-                                config.history)
-        summary = score_text(summary, pair.target, request.tokens)
-    yield summary
+        work=Work(draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
+                  target=ModelStats(calls=counts["target"], seconds=target_s)),
+        device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given)
+    if not (score and generated):
+        yield made()
+        return
+    if mark_written:
+        yield Written(made())
+    request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
+                            config.history)
+    yield made(quality=score_text(generated, pair.target, request.tokens))

@@ -193,7 +193,7 @@ def alone_estimate(engine: Engine, summary: Summary) -> float | None:
     """The big model alone's seconds for this run's prompt and length, from the costs the engine measured on
     this machine; None before any were measured (or from an engine that cannot say: the run never pays)."""
     try:
-        return engine.estimate_target_alone_s(summary.prompt_tokens, summary.n_tokens)
+        return engine.estimate_target_alone_s(summary.prompt_tokens, summary.counts.n_tokens)
     except Exception:
         log.exception("the big model alone's time could not be estimated")
         return None
@@ -225,8 +225,8 @@ def alone_writing(events: tuple[TokenEvent, ...]) -> Update:
 def alone_written(events: tuple[TokenEvent, ...], alone: Summary) -> Update:
     """The comparison's place once the big model alone has written its answer, while it scores it."""
     return Update(compare_html=tokens.message_panel(
-        f"The big model alone wrote {alone.n_tokens} tokens in {alone.wall_s:.1f} s. It is reading its answer to "
-        f"score it…", "info"))
+        f"The big model alone wrote {alone.counts.n_tokens} tokens in {alone.timings.wall_s:.1f} s. It is reading "
+        f"its answer to score it…", "info"))
 
 
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
@@ -274,15 +274,14 @@ def rules_update(engine: Engine, run: Run) -> Update:
         positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens, run.config.system,
                                          run.config.answer_prefix, history=run.config.history)
         curves = rule_curves(positions)
-        break_even = engine.break_even_share(max(1, run.summary.n_tokens))
+        break_even = engine.break_even_share(max(1, run.summary.counts.n_tokens))
     except Exception:
         log.exception("the rules' curves failed")
         return Update(rules_text=f"The rules' curves could not be drawn. {SERVER_TROUBLE}", rules_chart=None,
                       summary=summary_markdown(run), run=run)
     run = replace(run, break_even=break_even)
-    summary = run.summary
-    point = ((summary.target_share, summary.target_agreement)
-             if summary.target_agreement is not None and summary.n_tokens else None)
+    counts, quality = run.summary.counts, run.summary.quality
+    point = (counts.target_share, quality.target_agreement) if quality is not None and counts.n_tokens else None
     text = f"**{sentences.rules_sentence(curves, break_even, RULES_AGREEMENT)}**  \n{sentences.RULES_HOW}"
     return Update(rules_text=text, rules_chart=chart.rules_figure(curves, point, break_even, run_name(run.config)),
                   summary=summary_markdown(run), run=run,

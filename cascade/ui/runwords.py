@@ -92,30 +92,30 @@ def about_rows(models: Mapping[str, str], machine: Mapping[str, Any] | None, cre
 def numbers_rows(summary: Summary) -> list[tuple[str, str]]:
     """The measured numbers of a finished run."""
     speed = lambda v: "–" if v is None else f"{v:.1f} tokens/s"  # noqa: E731
-    rows = [("Tokens written", str(summary.n_tokens)),
-            ("… by the big model (target)", f"{summary.n_target_tokens} ({summary.target_share:.0%})"),
-            ("… by the small model (draft)", str(summary.n_draft_tokens)),
-            *([("… copied from the text (prompt lookup)", str(summary.n_lookup_tokens))]
-              if summary.n_lookup_proposed else []),
+    c, timings, quality = summary.counts, summary.timings, summary.quality
+    rows = [("Tokens written", str(c.n_tokens)),
+            ("… by the big model (target)", f"{c.n_target_tokens} ({c.target_share:.0%})"),
+            ("… by the small model (draft)", str(c.n_draft_tokens)),
+            *([("… copied from the text (prompt lookup)", str(c.n_lookup_tokens))] if c.n_lookup_proposed else []),
             ("Speed (reading the prompt included)", speed(summary.tokens_per_s)),
             ("Writing speed (after the first token)", speed(summary.writing_tokens_per_s)),
-            ("Time", f"{summary.wall_s:.2f} s (loading the models not included)")]
-    if summary.first_token_s is not None:
-        rows.append(("First token after", f"{summary.first_token_s:.2f} s"))
+            ("Time", f"{timings.wall_s:.2f} s (loading the models not included)")]
+    if timings.first_token_s is not None:
+        rows.append(("First token after", f"{timings.first_token_s:.2f} s"))
     rows.append(("Prompt tokens", str(summary.prompt_tokens)))
-    if summary.n_drafted:
-        rows.append(("Small model's proposals kept", f"{summary.n_draft_tokens} of {summary.n_drafted}"))
-    if summary.n_lookup_proposed:
-        rows.append(("Prompt lookup's proposals kept", f"{summary.n_lookup_tokens} of {summary.n_lookup_proposed}"))
-    for name, stats in (("small", summary.draft), ("big", summary.target)):
+    if c.n_drafted:
+        rows.append(("Small model's proposals kept", f"{c.n_draft_tokens} of {c.n_drafted}"))
+    if c.n_lookup_proposed:
+        rows.append(("Prompt lookup's proposals kept", f"{c.n_lookup_tokens} of {c.n_lookup_proposed}"))
+    for name, stats in (("small", summary.work.draft), ("big", summary.work.target)):
         rows.append((f"Time inside the {name} model", f"{stats.seconds:.2f} s in {stats.calls} calls, "
                                                      f"{stats.tokens_evaluated} tokens read"))
-    if summary.modes:
-        rows.append(("Rounds, by way of writing", ", ".join(f"{k}: {v}" for k, v in summary.modes.items())))
-    if summary.stop_reason != "cancelled":
-        agreement, ppl = summary.target_agreement, summary.text_ppl_by_target
-        if agreement is not None and math.isfinite(agreement):
+    if c.modes:
+        rows.append(("Rounds, by way of writing", ", ".join(f"{k}: {v}" for k, v in c.modes.items())))
+    if summary.stop_reason != "cancelled" and quality is not None:
+        agreement, ppl = quality.target_agreement, quality.text_ppl_by_target
+        if math.isfinite(agreement):
             rows.append(("Tokens the big model would have written itself", f"{agreement:.0%}"))
-        if ppl is not None and math.isfinite(ppl):
+        if math.isfinite(ppl):
             rows.append(("The big model's perplexity of this text", f"{ppl:.2f}" if ppl < 100 else f"{ppl:,.0f}"))
     return rows

@@ -33,24 +33,24 @@ def summary_sentence(summary: Summary, alone_s: float | None = None, measured: b
                      alone_tokens: int | None = None) -> str:
     """The summary's first line: how many tokens the big model wrote, how long it took, and the big model
     alone's `alone_s` beside it (`measured` by Compare, for its `alone_tokens`, or estimated), if given."""
-    n, t = summary.n_tokens, summary.n_target_tokens
+    n, t = summary.counts.n_tokens, summary.counts.n_target_tokens
     if n == 0:
-        return f"No tokens were written ({_seconds(summary.wall_s)})."
+        return f"No tokens were written ({_seconds(summary.timings.wall_s)})."
     if summary.policy == "target":
         return (f"The big model wrote all {n} tokens itself (red): this was the big model alone. It took "
-                f"{_seconds(summary.wall_s)}.")
-    copied = _copied(summary.n_lookup_tokens)
-    asked = f" (you asked for {rulewords.share(summary.budget)})" if summary.budget is not None else ""
-    if t == 0 and summary.target.calls == 0:
+                f"{_seconds(summary.timings.wall_s)}.")
+    copied = _copied(summary.counts.n_lookup_tokens)
+    asked = f" (you asked for {rulewords.share(summary.budget.share)})" if summary.budget is not None else ""
+    if t == 0 and summary.work.target.calls == 0:
         who = f"The big model wrote 0 of {n} tokens{asked}: this was the small model alone{copied}."
     elif t == 0:
         who = f"The big model wrote 0 of {n} tokens{asked}{copied}: it checked the small model's and kept them all."
     elif summary.budget is not None:
         who = (f"The big model wrote {t} of {n} tokens (red: {_share(t / n)}; you asked for "
-               f"{rulewords.share(summary.budget)}){copied}.")
+               f"{rulewords.share(summary.budget.share)}){copied}.")
     else:
         who = f"The big model wrote {t} of {n} tokens (red){copied}."
-    took = f"This took {_seconds(summary.wall_s)}"
+    took = f"This took {_seconds(summary.timings.wall_s)}"
     if alone_s is None:
         return f"{who} {took}."
     if measured:
@@ -65,24 +65,24 @@ SCORING_STEP = "Finished. The big model is reading the answer to score it…"
 
 def budget_sentence(summary: Summary) -> str | None:
     """The threshold a run's share (budget) meant for this answer, in the rule's units; None without one."""
-    if summary.budget is None or summary.budget_threshold is None or summary.rule not in RULE_TABLE:
+    budget = summary.budget
+    if budget is None or budget.threshold is None or summary.rule not in RULE_TABLE:
         return None
-    return (f"For this answer, {rulewords.share(summary.budget)} meant "
-            f"{rulewords.meant(summary.rule, summary.budget_threshold)} (the middle value: the threshold moved "
+    return (f"For this answer, {rulewords.share(budget.share)} meant "
+            f"{rulewords.meant(summary.rule, budget.threshold)} (the middle value: the threshold moved "
             f"as the answer was written, to keep the share).")
 
 
 def timing_sentence(summary: Summary) -> str:
     """When the first token came, and each model's share of the time, in plain words."""
-    parts = []
-    if summary.first_token_s is not None and summary.n_tokens:
-        parts.append(f"the first token came after {_seconds(summary.first_token_s)} (the models read the prompt "
-                     f"first)")
+    parts, first = [], summary.timings.first_token_s
+    if first is not None and summary.counts.n_tokens:
+        parts.append(f"the first token came after {_seconds(first)} (the models read the prompt first)")
     worked = [f"the {name} model worked {_seconds(stats.seconds)}" for name, stats in
-              (("small", summary.draft), ("big", summary.target)) if stats.seconds > 0]
+              (("small", summary.work.draft), ("big", summary.work.target)) if stats.seconds > 0]
     if worked:
         rest = summary.overhead_s
-        parts.append(f"of the {_seconds(summary.wall_s)}, {' and '.join(worked)}"
+        parts.append(f"of the {_seconds(summary.timings.wall_s)}, {' and '.join(worked)}"
                      + (f"; the rest ({_seconds(rest)}) went to choosing who writes and keeping count" if rest >= 0.005
                         else ""))
     return f"Measured on this machine: {'; '.join(parts)}." if parts else ""
@@ -95,42 +95,44 @@ def speed_sentence(summary: Summary) -> str:
 
 def scoring_sentence(summary: Summary) -> str | None:
     """What the big model's scoring of the finished answer found, with its time; None if it did not score it."""
-    if summary.stop_reason == "cancelled":
+    quality = summary.quality
+    if summary.stop_reason == "cancelled" or quality is None:
         return None
     found = []
-    agreement = summary.target_agreement
-    if agreement is not None and math.isfinite(agreement) and summary.policy != "target":
+    agreement = quality.target_agreement
+    if math.isfinite(agreement) and summary.policy != "target":
         found.append(f"at {agreement:.0%} of the tokens it would have chosen the same token itself")
-    ppl = summary.text_ppl_by_target
-    if ppl is not None and math.isfinite(ppl):
+    ppl = quality.text_ppl_by_target
+    if math.isfinite(ppl):
         number = f"{ppl:.1f}" if ppl < 100 else f"{ppl:,.0f}"
         found.append(f"its perplexity of the text is {number} (how surprised it was, on average: 1 means it "
                      f"expected every token)")
     if not found:
         return None
-    return (f"The big model then scored the finished answer ({_seconds(summary.scoring_s)}, not part of the "
-            f"{_seconds(summary.wall_s)} above): {', and '.join(found)}.")
+    return (f"The big model then scored the finished answer ({_seconds(quality.scoring_s)}, not part of the "
+            f"{_seconds(summary.timings.wall_s)} above): {', and '.join(found)}.")
 
 
 def _how_it_went(summary: Summary) -> str:
     """Why the run stopped, what became of the small model's proposals, and the rule that judged them."""
     parts = [f"It stopped because {_STOPS.get(summary.stop_reason, summary.stop_reason)}."]
-    if summary.n_drafted:
-        kept = f"The small model proposed {summary.n_drafted} tokens and {summary.n_draft_tokens} were kept"
-        why = [f"{summary.n_escalated} it was unsure of" if summary.n_escalated else "",
-               f"{summary.n_rejected} the big model rejected" if summary.n_rejected else "",
-               f"{summary.n_rolled_back} the big model rolled back" if summary.n_rolled_back else ""]
+    c = summary.counts
+    if c.n_drafted:
+        kept = f"The small model proposed {c.n_drafted} tokens and {c.n_draft_tokens} were kept"
+        why = [f"{c.n_escalated} it was unsure of" if c.n_escalated else "",
+               f"{c.n_rejected} the big model rejected" if c.n_rejected else "",
+               f"{c.n_rolled_back} the big model rolled back" if c.n_rolled_back else ""]
         why = [w for w in why if w]
         parts.append(kept + (" (the others: " + ", ".join(why) + ")." if why else "."))
-    if summary.n_lookup_proposed:
-        parts.append(f"Prompt lookup proposed {summary.n_lookup_proposed} tokens copied from earlier in the text "
-                     f"and the big model, checking them, kept {summary.n_lookup_tokens}.")
+    if c.n_lookup_proposed:
+        parts.append(f"Prompt lookup proposed {c.n_lookup_proposed} tokens copied from earlier in the text "
+                     f"and the big model, checking them, kept {c.n_lookup_tokens}.")
     if summary.rule in RULE_TABLE:
         parts.append(f"Each of the small model's tokens was judged by {rulewords.plain_name(summary.rule)} "
                      f"({rulewords.WORDS[summary.rule].does}).")
-    if summary.budget is not None and summary.budget_source:
-        parts.append(f"To keep the big model near {rulewords.share(summary.budget)} of the tokens, the threshold "
-                     f"moved as the answer was written (its starting point: {summary.budget_source}).")
+    if summary.budget is not None and summary.budget.source:
+        parts.append(f"To keep the big model near {rulewords.share(summary.budget.share)} of the tokens, the "
+                     f"threshold moved as the answer was written (its starting point: {summary.budget.source}).")
     return " ".join(parts)
 
 
@@ -171,32 +173,34 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 def compare_html(run: Summary, alone: Summary) -> str:
     """This run and the target alone side by side (speeds without the scoring, like with like), then the diff."""
     ratio = run.tokens_per_s / alone.tokens_per_s if alone.tokens_per_s > 0 else None
+    wall_s, alone_s = _seconds(run.timings.wall_s), _seconds(alone.timings.wall_s)
+    n, alone_n = run.counts.n_tokens, alone.counts.n_tokens
     if ratio is None:
         verdict = "The big model alone wrote nothing, so there is no speed to compare."
     elif ratio >= 1:
         verdict = (f"Measured just now, this run was {ratio:.2f}× as fast as the big model alone: "
-                   f"{_seconds(run.wall_s)} against {_seconds(alone.wall_s)} ({COUNTED}).")
+                   f"{wall_s} against {alone_s} ({COUNTED}).")
     else:
         verdict = (f"Measured just now, this run was slower than the big model alone ({ratio:.2f}× its speed): "
-                   f"{_seconds(run.wall_s)} against {_seconds(alone.wall_s)} ({COUNTED}); on this machine the "
+                   f"{wall_s} against {alone_s} ({COUNTED}); on this machine the "
                    f"small model's help cost more than it saved.")
-    lengths = sorted((run.n_tokens, alone.n_tokens))
+    lengths = sorted((n, alone_n))
     if lengths[0] and lengths[1] > 1.5 * lengths[0]:
-        verdict += (f" The texts differ in length ({run.n_tokens} and {alone.n_tokens} tokens) and reading the "
+        verdict += (f" The texts differ in length ({n} and {alone_n} tokens) and reading the "
                     f"prompt weighs more on a short one: the writing speeds compare more fairly.")
     speed = lambda v: f"{v:.1f} tokens/s" if v else "–"  # noqa: E731
-    first = lambda s: "–" if s.first_token_s is None else f"{s.first_token_s:.2f} s"  # noqa: E731
+    first = lambda s: "–" if s.timings.first_token_s is None else f"{s.timings.first_token_s:.2f} s"  # noqa: E731
     table = _table([
         ("", f"this run ({run.policy})", "big model alone"),
         ("speed (generation, reading the prompt included)", speed(run.tokens_per_s), speed(alone.tokens_per_s)),
         ("writing speed (after the first token)", speed(run.writing_tokens_per_s), speed(alone.writing_tokens_per_s)),
-        ("tokens", str(run.n_tokens), str(alone.n_tokens)),
-        ("time (generation, reading the prompt included)", f"{run.wall_s:.2f} s", f"{alone.wall_s:.2f} s"),
+        ("tokens", str(n), str(alone_n)),
+        ("time (generation, reading the prompt included)", f"{run.timings.wall_s:.2f} s",
+         f"{alone.timings.wall_s:.2f} s"),
         ("first token after", first(run), first(alone)),
-        ("written by the big model", f"{run.n_target_tokens} of {run.n_tokens}",
-         f"{alone.n_tokens} of {alone.n_tokens}"),
-    ] + ([("copied from the text (prompt lookup)", f"{run.n_lookup_tokens} of {run.n_tokens}", "–")]
-         if run.n_lookup_proposed else []))
+        ("written by the big model", f"{run.counts.n_target_tokens} of {n}", f"{alone_n} of {alone_n}"),
+    ] + ([("copied from the text (prompt lookup)", f"{run.counts.n_lookup_tokens} of {n}", "–")]
+         if run.counts.n_lookup_proposed else []))
     diff = comparison_diff(run.text, alone.text)  # code by line, prose by word (`diff.py`)
     return (f'<div class="cascade-compare">{table}'
             f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
@@ -249,9 +253,9 @@ RULES_HOW = ("Each curve comes from the big model's own text for this prompt (th
 def break_even_sentence(summary: Summary, break_even: float | None) -> str | None:
     """Whether this run's big-model share was under this machine's break-even (the largest share at which
     sharing beats the big model alone); None without one, or for a policy other than cascade and bild."""
-    if break_even is None or summary.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
+    if break_even is None or summary.counts.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
         return None
-    share = summary.target_share
+    share = summary.counts.target_share
     limit = _share(min(max(break_even, 0.0), 1.0))
     if share < break_even:
         return (f"This run gave the big model {_share(share)} of the tokens, under the break-even for this machine "

@@ -31,7 +31,7 @@ for r in range(2):
     for p in prompts:
         for name, e in (("hidden", with_router), ("plain", without)):
             s = next(x for x in e.generate(p, c, score=False) if isinstance(x, Summary))
-            tot[name][0] += s.n_tokens; tot[name][1] += s.draft.seconds
+            tot[name][0] += s.counts.n_tokens; tot[name][1] += s.work.draft.seconds
 for k, (n, sec) in tot.items():
     print(k, n, f"{1000*sec/n:.2f} ms per draft token")
 print("hidden/plain", (tot["hidden"][1]/tot["hidden"][0])/(tot["plain"][1]/tot["plain"][0]))

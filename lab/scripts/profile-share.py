@@ -40,32 +40,32 @@ for p in prompts:
         s = next(e for e in engine.generate(p, c, score=False) if isinstance(e, Summary))
         rows[name].append(s)
 for name, ss in rows.items():
-    n = sum(s.n_tokens for s in ss); wall = sum(s.wall_s for s in ss)
-    dr = sum(s.draft.seconds for s in ss); tg = sum(s.target.seconds for s in ss)
-    rt = sum(s.routing_s for s in ss); rs = sum(s.router_s for s in ss)
+    n = sum(s.counts.n_tokens for s in ss); wall = sum(s.timings.wall_s for s in ss)
+    dr = sum(s.work.draft.seconds for s in ss); tg = sum(s.work.target.seconds for s in ss)
+    rt = sum(s.timings.routing_s for s in ss); rs = sum(s.timings.router_s for s in ss)
     sizes = collections.Counter()
     for s in ss:
-        for k, v in s.call_sizes.get("target", {}).items(): sizes[int(k)] += v
-    calls_t = sum(s.target.calls for s in ss); calls_d = sum(s.draft.calls for s in ss)
-    share = sum(s.n_target_tokens for s in ss) / n
+        for k, v in s.work.call_sizes.get("target", {}).items(): sizes[int(k)] += v
+    calls_t = sum(s.work.target.calls for s in ss); calls_d = sum(s.work.draft.calls for s in ss)
+    share = sum(s.counts.n_target_tokens for s in ss) / n
     print(f"{name}: {n} tokens, {wall:.2f} s ({n/wall:.1f} tok/s), share {share:.1%}; draft {dr:.2f} s in {calls_d} calls, "
           f"target {tg:.2f} s in {calls_t} calls, routing {rt:.2f} s (router {rs:.2f}), other {wall-dr-tg-rt:.2f} s")
     small = {k: v for k, v in sorted(sizes.items()) if k < 64}
     print(f"   target call sizes (<64 tokens): {small}")
-t = rows["target"]; tw = sum(s.wall_s for s in t) / sum(s.n_tokens for s in t)
+t = rows["target"]; tw = sum(s.timings.wall_s for s in t) / sum(s.counts.n_tokens for s in t)
 for name in configs:
-    w = sum(s.wall_s for s in rows[name]) / sum(s.n_tokens for s in rows[name])
+    w = sum(s.timings.wall_s for s in rows[name]) / sum(s.counts.n_tokens for s in rows[name])
     print(f"{name}: {tw / w:.2f}x the target alone (per token, prompt reading included)")
 # The cost model's prediction from this run's own per-call costs
-dr = rows["draft"]; d = sum(s.draft.seconds for s in dr) / sum(s.draft.calls for s in dr)
-t1 = sum(s.target.seconds for s in t) / sum(s.target.calls for s in t)
+dr = rows["draft"]; d = sum(s.work.draft.seconds for s in dr) / sum(s.work.draft.calls for s in dr)
+t1 = sum(s.work.target.seconds for s in t) / sum(s.work.target.calls for s in t)
 for name in [n for n in configs if n.startswith("cascade")]:
     ss = rows[name]
-    calls = sum(s.target.calls for s in ss); ev = sum(s.target.tokens_evaluated for s in ss) - sum(s.prompt_tokens for s in ss)
-    tsec = sum(s.target.seconds for s in ss)
+    calls = sum(s.work.target.calls for s in ss); ev = sum(s.work.target.tokens_evaluated for s in ss) - sum(s.prompt_tokens for s in ss)
+    tsec = sum(s.work.target.seconds for s in ss)
     # b from the catch-ups: seconds beyond t1 per further token (prompt calls counted at t1 + reading)
     b = max((tsec - calls * t1) / max(ev - calls, 1), 0)
-    e = sum(s.n_target_tokens for s in ss) / sum(s.n_tokens for s in ss)
+    e = sum(s.counts.n_target_tokens for s in ss) / sum(s.counts.n_tokens for s in ss)
     pred = cascade_cost(d, t1, b, e, 128)
-    meas = sum(s.wall_s for s in ss) / sum(s.n_tokens for s in ss)
+    meas = sum(s.timings.wall_s for s in ss) / sum(s.counts.n_tokens for s in ss)
     print(f"{name}: d {d*1e3:.1f} ms, t1 {t1*1e3:.1f} ms, b {b*1e3:.1f} ms, e {e:.3f}: predicted {t1/pred:.2f}x, measured {tw/meas:.2f}x")

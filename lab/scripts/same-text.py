@@ -28,7 +28,7 @@ prompts += [json.loads(line)["prompt"] for line in (ROOT / "examples/router/test
 
 def run(p, c):
     s = next(e for e in engine.generate(p, c, score=False) if isinstance(e, Summary))
-    return s.text, s.wall_s, s.n_tokens
+    return s.text, s.timings.wall_s, s.counts.n_tokens
 
 
 target, spec4 = (GenerationConfig(policy="target", max_tokens=128),

@@ -46,10 +46,10 @@ print(f"rule {RULE}, budget 10%, {THREADS} threads, 128 tokens; router: {engine.
 print("| prompts | grain | tokens | share | agreement with the big model | tok/s | x target alone |")
 print("|---|---|---|---|---|---|---|")
 for kind, by in rows.items():
-    target_speed = sum(s.n_tokens for s in by["target"]) / sum(s.wall_s for s in by["target"])
+    target_speed = sum(s.counts.n_tokens for s in by["target"]) / sum(s.timings.wall_s for s in by["target"])
     for name, ss in by.items():
-        n = sum(s.n_tokens for s in ss)
-        speed = n / sum(s.wall_s for s in ss)
-        share = sum(s.n_target_tokens for s in ss) / n
-        agree = sum((s.target_agreement or 0) * s.n_tokens for s in ss) / n
+        n = sum(s.counts.n_tokens for s in ss)
+        speed = n / sum(s.timings.wall_s for s in ss)
+        share = sum(s.counts.n_target_tokens for s in ss) / n
+        agree = sum((s.quality.target_agreement if s.quality else 0) * s.counts.n_tokens for s in ss) / n
         print(f"| {kind} ({len(ss)}) | {name} | {n} | {share:.1%} | {agree:.1%} | {speed:.1f} | {speed / target_speed:.2f} |")
