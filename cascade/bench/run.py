@@ -1,10 +1,5 @@
-"""Running every policy on the same loaded models and prompts, side by side.
-
-Speeds on a shared machine drift, so every figure is a ratio to the target alone measured in the
-same run, and the target is run before and after the other policies on each prompt. Each row keeps
-the sum of its runs' Summaries, so tokens/s, target share, acceptance and overhead are the Summary's
-own definitions, applied to the totals.
-"""
+"""Every policy on the same loaded models and prompts, side by side: each figure a ratio to the target alone,
+run before and after the others on each prompt, and each row's figures the Summary's own over its runs' sums."""
 
 from __future__ import annotations
 

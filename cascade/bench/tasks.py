@@ -1,9 +1,5 @@
-"""Coding tasks: what a task is, how it is asked (a prompt style), and how an answer becomes a program
-whose tests say whether it is right.
-
-Checking runs the program in a sandboxed process (`sandbox.py`): THIS RUNS MODEL-WRITTEN CODE. Running
-every configuration over the tasks is `tasks_run.py`; `python -m cascade tasks` is the command.
-"""
+"""Coding tasks: what a task is, how it is asked (a prompt style), and how an answer becomes a program whose
+tests, run in the sandbox (THIS RUNS MODEL-WRITTEN CODE), say whether it is right."""
 
 from __future__ import annotations
 
@@ -147,9 +143,7 @@ def _code_of(answer: str) -> str:
     return match.group(1) if match else answer
 
 
-# Statements a solution keeps at the top level: definitions and imports, and the assignments they may
-# read. Everything else (example calls, prints, asserts of its own, an `if __name__` block) is dropped,
-# as EvalPlus's sanitizer drops it.
+# What a solution keeps at the top level; the rest (example calls, prints, asserts) goes, as in EvalPlus.
 _KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
          ast.AnnAssign)
 
