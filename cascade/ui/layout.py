@@ -265,20 +265,18 @@ def wire_share(page: Page) -> None:
     """The share's slider and tick set the budget in the browser and follow it; the tick shows one box."""
     parts, budget = page.parts, page.inputs["budget"]
     share, by_threshold = parts["share"], parts["by_threshold"]
-    browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
     for chosen in (share.input, by_threshold.input):
-        chosen(None, inputs=[share, by_threshold], outputs=[budget], js=share_js("to_budget"), **browser)
-    budget.change(None, inputs=[budget, share], outputs=[share, by_threshold], js=share_js("from_budget"), **browser)
+        chosen(None, inputs=[share, by_threshold], outputs=[budget], js=share_js("to_budget"), **QUICK)
+    budget.change(None, inputs=[budget, share], outputs=[share, by_threshold], js=share_js("from_budget"), **QUICK)
     by_threshold.change(shown_by, inputs=[by_threshold], outputs=[share, parts["threshold_box"]], **QUICK)
 
 
 def wire_threshold_bar(page: Page) -> None:
     """The threshold's bar, in the browser: dragged, it sets the threshold; else it follows it."""
     bar, rule, threshold = page.parts["threshold_bar"], page.inputs["rule"], page.inputs["threshold"]
-    browser = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
-    bar.input(None, inputs=[bar, rule], outputs=[threshold], js=bar_js("to_threshold"), **browser)
+    bar.input(None, inputs=[bar, rule], outputs=[threshold], js=bar_js("to_threshold"), **QUICK)
     for changed in (threshold.change, rule.change):
-        changed(None, inputs=[threshold, rule, bar], outputs=[bar], js=bar_js("to_bar"), **browser)
+        changed(None, inputs=[threshold, rule, bar], outputs=[bar], js=bar_js("to_bar"), **QUICK)
 
 
 def without_heading(markdown: str) -> str:
