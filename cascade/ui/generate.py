@@ -1,12 +1,6 @@
-"""What Generate, Compare and Stop do: run the engine for a visitor's request, and stop it.
-
-The handlers are generators that yield the next state of the page (gpt-fast's "small named verbs",
-Gradio's streaming demos): they run the engine in its own thread (`serving.pump.EventPump`, read by
-`pumped`, the one loop both share), keep its events in a `Run`, and leave every picture to `run`.
-
-The generate endpoint receives its inputs unprocessed (as a script could send them), and
-`GenerationConfig.parse` is the one judge of every setting: its ValueError becomes a message.
-"""
+"""Generate, Compare and Stop: generators yielding the page's next state, the engine in its own thread
+(`pumped`), its events kept in a `Run`, every picture left to `run`. The generate endpoint takes raw
+inputs; `GenerationConfig.parse` judges every setting and its ValueError becomes a message."""
 
 from __future__ import annotations
 
@@ -33,12 +27,10 @@ from .run import (COMPARE_OUTPUTS, GENERATE_OUTPUTS, KEEP, STOP_OUTPUTS, UPDATE_
 
 log = logging.getLogger(__name__)
 
-# Given a progress callback, the engine to use, or a context manager that lends one for the request
-# (a pool: `EngineService.lease`); see `lent_engine`.
+# Given a progress callback: an engine, or a context manager lending one (`EngineService.lease`).
 EngineProvider = Callable[[Callable[[str], None]], Any]
 
-# The settings a visitor controls (GenerationConfig's fields), in the order the generate endpoint takes them
-# after prompt and mode. Raw mode, stop strings, the escalation grain and alternatives are the library's and the API's.
+# The GenerationConfig fields a visitor controls, in the generate endpoint's order after prompt and mode.
 SETTINGS = ("policy", "rule", "threshold", "budget", "k", "rollback_threshold", "bild_window", "lookup_ngram",
             "max_tokens", "temperature", "top_p", "top_k", "seed", "system", "answer_prefix", "history")
 GENERATE_INPUTS = ("prompt", "mode") + SETTINGS
@@ -46,8 +38,7 @@ MODES = ("chat", "raw")
 
 
 def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
-    """The request the controls describe. ValueError names a bad setting; an empty seed field is the
-    default seed."""
+    """The request the controls describe; ValueError names a bad setting; a null seed or text is the default."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     policy = settings.get("policy")
@@ -56,7 +47,6 @@ def request_config(mode: Any, settings: dict[str, Any]) -> GenerationConfig:
         known = isinstance(policy, str) and policy in POLICY_TABLE
         what = f"the policy {policy!r} is not offered on this page" if known else f"unknown policy {policy!r}"
         raise ValueError(f"{what}; choose one of {', '.join(offered)}")
-    # An empty seed field is the default seed; an empty (null) text field is no text.
     values = {name: value for name, value in settings.items()
               if not (value is None and name in ("seed", "system", "answer_prefix", "history"))}
     if "history" in values:  # the hidden field's JSON text (`conversation.parse_history`)
@@ -73,8 +63,7 @@ class EngineUnavailable(Exception):
 
 @contextmanager
 def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Iterator[Engine]:
-    """The engine for one request: what the provider returns, or lends for the request when it returns
-    a context manager (a pool of engines, `EngineService.lease`). EngineUnavailable if it cannot load."""
+    """The engine the provider returns or lends for one request; EngineUnavailable if it cannot load."""
     def report(message: str) -> None:  # shown over the text box while the models load (first run only)
         progress(0.0, desc=f"First run: {message}…")
 
@@ -95,12 +84,8 @@ def pumped(generation: Iterator[Any], every: float | Callable[[], float],
            picture: Callable[[tuple[TokenEvent, ...]], Update],
            written: Callable[[tuple[TokenEvent, ...], Summary], Update] | None = None
            ) -> Generator[Update, None, Finished]:
-    """The engine writing one request in its own thread, so it never waits on the page: yields
-    `picture(the events so far)` at most once per interval (`every`), and returns every event and the
-    Summary. Where the engine says the answer is written (a `Written` event, with `mark_written`) and the
-    big model's scoring is still to come, yields `written(every event, the Summary as it stands)` instead:
-    the answer finished, and the scoring as a step of its own. Closed early (Stop), it stops the engine's
-    thread before the engine is let go."""
+    """The engine writing in its own thread: yields `picture(events)` at most once per `every`, and
+    `written(events, summary)` at a `Written` mark; returns (events, Summary). Closed early, stops the thread."""
     events: list[TokenEvent] = []
     with EventPump(generation) as pump:
         for batch in pump.batches(every, at_once=lambda event: isinstance(event, Written)):
@@ -114,8 +99,7 @@ def pumped(generation: Iterator[Any], every: float | Callable[[], float],
 
 # ---- generate --------------------------------------------------------------------------------------
 
-# The generate handler's parameters: GENERATE_INPUTS by name (the /generate endpoint's parameters are
-# named after them), the run shown, then Gradio's progress (found by its default).
+# The generate handler's parameters (the /generate endpoint's names): GENERATE_INPUTS, the run shown, progress.
 GENERATE_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in GENERATE_INPUTS]
     + [inspect.Parameter("shown", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
@@ -123,8 +107,7 @@ GENERATE_SIGNATURE = inspect.Signature(
 
 
 def make_generate(engine_provider: EngineProvider):
-    """The generate handler over `engine_provider`: its inputs by GENERATE_SIGNATURE, its outputs
-    GENERATE_OUTPUTS. (The handler itself has no docstring: Gradio would show it as the endpoint's.)"""
+    """The generate handler: GENERATE_SIGNATURE in, GENERATE_OUTPUTS out (no docstring: Gradio would show it)."""
     def generate(*args: Any, **kwargs: Any) -> Iterator[tuple]:
         request = GENERATE_SIGNATURE.bind(*args, **kwargs)
         request.apply_defaults()
@@ -140,8 +123,7 @@ def make_generate(engine_provider: EngineProvider):
 
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
                      progress: gr.Progress, shown: Run | None = None) -> Iterator[Update]:
-    """The updates of one generation. `shown`: the run the page shows, whose turns (and itself) keep
-    their colours when the request's earlier turns are theirs (a follow-up, or asking one again)."""
+    """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds."""
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
         config = request_config(mode, settings)
@@ -158,15 +140,12 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
                 return
             run = Run(prompt, config, models=engine.pair.config, earlier=earlier, draft_path=draft_path(engine))
             pacer = Pacer()
-            # The answer is drawn finished, with its time, the moment its last token is written; the big
-            # model's scoring pass follows as a step of its own (its figures: the hover's alternatives, the
-            # rules chart's star, the summary's scoring line), then the final summary.
+            # The answer is drawn finished the moment it is written; the scoring pass follows as its own step.
             events, summary = yield from pumped(
                 engine.generate(prompt, config, mark_written=True), pacer.interval,
                 lambda events: pacer.draw(replace(run, events=events)),
                 lambda events, written: pacer.draw(replace(run, events=events, summary=written,
                                                            alone_estimate_s=alone_estimate(engine, written))))
-            # The big model's alternatives where it first read the text after the run.
             run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False,
                           alone_estimate_s=alone_estimate(engine, summary))
     except EngineUnavailable as e:
@@ -182,7 +161,6 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     yield run_update(run)
 
 
-
 def draft_path(engine: Engine) -> str | None:
     """The engine's draft file, which a share's what-if reads the calibration of (None where it has none)."""
     path = getattr(engine.pair, "draft_path", None)
@@ -190,8 +168,7 @@ def draft_path(engine: Engine) -> str | None:
 
 
 def alone_estimate(engine: Engine, summary: Summary) -> float | None:
-    """The big model alone's seconds for this run's prompt and length, from the costs the engine measured on
-    this machine; None before any were measured (or from an engine that cannot say: the run never pays)."""
+    """The big model alone's estimated seconds for this run, from the engine's measured costs; None if unknown."""
     try:
         return engine.estimate_target_alone_s(summary.prompt_tokens, summary.counts.n_tokens)
     except Exception:
@@ -200,8 +177,7 @@ def alone_estimate(engine: Engine, summary: Summary) -> float | None:
 
 
 def first_letter_up(message: str) -> str:
-    """A message as a sentence: its first letter upper case, every other letter as written (`str.capitalize`
-    would turn CASCADE_N_CTX into cascade_n_ctx)."""
+    """The message with its first letter upper case and the rest untouched (unlike `str.capitalize`)."""
     return message[:1].upper() + message[1:]
 
 
@@ -230,30 +206,25 @@ def alone_written(events: tuple[TokenEvent, ...], alone: Summary) -> Update:
 
 
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
-    """The big model alone on the run's request, then, with the same engine, each rule's curve drawn from
-    the big model's text (`rules_update`)."""
+    """The big model alone on the run's request, then each rule's curve from its text (`rules_update`)."""
     if run is None or run.running or run.summary is None:
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
     try:
         with lent_engine(engine_provider, progress) as engine:
-            # To its end (the pump's thread is joined when `pumped` returns): the stream lets go of the
-            # models after its Summary, before the rules read them. Its speed is the comparison's
-            # yardstick, so it too never waits on the page; it too is written before it is scored, as
-            # the run was, and its time leaves the scoring out, as the run's does: like with like.
+            # Run to its end (the models are let go) before the rules read them; timed as the run was.
             events, alone = yield from pumped(
                 engine.generate(run.prompt, run.config.replace(policy="target"), mark_written=True),
                 UPDATE_EVERY_S, alone_writing, alone_written)
             numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
             compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
             html = sentences.compare_html(run.summary, alone)
-            # The summary's first line now gives the big model alone's measured time, not the estimate.
             yield Update(compare_html=html, numbers=numbers, run=compared, summary=summary_markdown(compared),
                          rules_box=gr.update(visible=True, open=True), rules_chart=None,
                          rules_text="*Reading the big model's text with the small model, to draw each rule's curve…*")
             rules = rules_update(engine, compared)
-            # The last update carries everything again: an API client reads only the last one.
+            # The last update carries everything: an API client reads only the last one.
             extra = {} if rules.numbers is KEEP else rules.numbers
             yield replace(rules, compare_html=html, numbers={**numbers, **extra})
     except EngineUnavailable as e:
@@ -267,9 +238,7 @@ RULES_AGREEMENT = 0.95  # the agreement the sentence under the rules' curves ask
 
 
 def rules_update(engine: Engine, run: Run) -> Update:
-    """Which rule decides best, for a compared run: the small model reads the big model's text once
-    (`Engine.teacher_force`), each rule's curve is swept from those readings (`curves.rule_curves`), and
-    the engine's measured costs give the machine's break-even share. The caller holds the engine."""
+    """Each rule's curve over the big model's text (one teacher-forced read) and the break-even share; engine held."""
     try:
         positions = engine.teacher_force(run.prompt, run.config.chat, run.comparison_tokens, run.config.system,
                                          run.config.answer_prefix, history=run.config.history)
@@ -289,8 +258,7 @@ def rules_update(engine: Engine, run: Run) -> Update:
 
 
 def run_name(config: GenerationConfig) -> str:
-    """This run in a legend: "this run (cascade, entropy 1.5)", or, asked for a share, "this run (cascade,
-    margin, 10%)" (short: on a phone the legend has half the screen's width for it)."""
+    """This run in a (short) legend: "this run (cascade, entropy 1.5)" or "this run (cascade, margin, 10%)"."""
     policy = POLICY_TABLE.get(config.policy)
     if policy is not None and policy.uses_rule and config.budget is not None:
         return f"this run ({config.policy}, {config.rule}, {rulewords.share(config.budget)})"
