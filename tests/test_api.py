@@ -27,7 +27,7 @@ from cascade.engine.sampling import log_softmax  # noqa: E402
 from cascade.serving.pump import EventPump  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 
-from .helpers import Server, engine_text, page_inputs  # noqa: E402
+from .helpers import TOY_THREADS, Server, engine_text, page_inputs  # noqa: E402
 
 KEY = "test-key-1234"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about cats."}]
@@ -36,7 +36,7 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 @pytest.fixture(scope="module")
 def service(toy):
     # Four slots, as app.py and `serve` run: every test's requests go through one of them.
-    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512,
+    service = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512,
                                         parallel=4))
     service.engines()  # loaded (and calibrated) before the first request
     return service

@@ -15,7 +15,7 @@ from cascade import ModelConfig, ModelError, load_pair
 from cascade.api.server import LOADING_RETRY_AFTER_S, ApiSettings, create_api
 from cascade.serving.service import EngineService
 
-from .helpers import Server
+from .helpers import TOY_THREADS, Server
 
 CHAT = {"model": "cascade", "max_tokens": 4, "messages": [{"role": "user", "content": "Tell me about cats."}]}
 
@@ -25,7 +25,7 @@ class Gate:
 
     def __init__(self, toy) -> None:
         self.called, self.opened, self.open_for_real = threading.Event(), threading.Event(), True
-        self.config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)
+        self.config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)
 
     def __call__(self, config: ModelConfig, progress) -> object:
         self.called.set()

@@ -10,7 +10,7 @@ from cascade.engine.auto import AutoTuner
 from cascade.engine.events import TokenEvent
 from cascade.engine.policies import POLICY_TABLE, Mode
 
-from .helpers import run
+from .helpers import TOY_THREADS, run
 
 
 def tuner_with(d: float, t1: float, b: float, escalation: float, alpha: float) -> AutoTuner:
@@ -98,7 +98,7 @@ def test_no_probe_when_the_drafts_catch_up_costs_too_much():
 def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_first_round(toy):
     from cascade import Engine, ModelConfig, load_pair
 
-    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)))
     engine.calibrate()
     tuner = engine.tuner
     assert None not in (tuner.draft_step.value, tuner.target_step.value, tuner.target_extra.value,
@@ -120,6 +120,6 @@ def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_f
 def test_without_calibration_the_first_rounds_measure(toy):
     from cascade import Engine, ModelConfig, load_pair
 
-    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)))
     _, s = run(engine, "My name is A", policy="auto", max_tokens=40, chat=False)
     assert list(s.counts.modes)[:2] == ["target", "speculative k=2"]

@@ -12,7 +12,7 @@ import pytest
 from cascade import Engine, GenerationConfig, ModelConfig, PromptError, load_pair
 from cascade.engine import sampling as S
 
-from .helpers import ENGINE_LOOP_POLICIES, accepted_ids, engine_for, run
+from .helpers import ENGINE_LOOP_POLICIES, TOY_THREADS, accepted_ids, engine_for, run
 
 PROMPTS = ["My name is A", "The cat sat on the mat."]
 KINDS = ["agrees", "partly", "rarely"]
@@ -95,7 +95,7 @@ def test_no_model_reads_a_token_twice(toy, kind, policy):
     draft, target = {"agrees": (toy.large, toy.large), "partly": (toy.small, toy.related),
                      "rarely": (toy.small, toy.large)}[kind]
     # A pair of its own, and a prompt longer than one evaluation batch.
-    engine = Engine(load_pair(ModelConfig(draft=str(draft), target=str(target), n_threads=2, n_ctx=512, n_batch=32)))
+    engine = Engine(load_pair(ModelConfig(draft=str(draft), target=str(target), n_threads=TOY_THREADS, n_ctx=512, n_batch=32)))
     prompt = "The cat sat on the mat. " * 6
     for attempt in range(2):  # the second request must not be cheaper or dearer for the first one
         events, s = run(engine, prompt, policy=policy, threshold=4.0, max_tokens=50, temperature=0.7 * attempt)

@@ -15,7 +15,7 @@ from cascade import Engine, GenerationConfig, ModelConfig, ModelError, PromptErr
 from cascade.engine.models import resolve_model
 
 from .fakehub import FakeHub
-from .helpers import cascade, hub_at, run
+from .helpers import TOY_THREADS, cascade, hub_at, run
 
 NORMAL = dict(policy="speculative", threshold=4.0, k=3, max_tokens=24, temperature=0.8, seed=7, chat=True)
 PROMPT = "My name is A"
@@ -40,7 +40,7 @@ def fresh_process_text(toy) -> str:
 
 
 def test_bad_settings_and_prompts_leave_the_engine_as_new(toy, fresh_process_text):
-    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2,
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS,
                                           n_ctx=1024)))
     tried = 0
     for bad in BAD_SETTINGS:
@@ -69,9 +69,9 @@ def test_truncated_gguf_is_refused(toy, tmp_path):
         path = tmp_path / name
         path.write_bytes(body)
         with pytest.raises(ModelError, match="could not be loaded|not a GGUF"):
-            load_pair(ModelConfig(draft=str(toy.small), target=str(path), n_threads=2, n_ctx=256))
+            load_pair(ModelConfig(draft=str(toy.small), target=str(path), n_threads=TOY_THREADS, n_ctx=256))
     # the good pair still loads and runs afterwards
-    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=256)))
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=256)))
     assert run(engine, PROMPT, max_tokens=4)[1].counts.n_tokens == 4
 
 

@@ -30,7 +30,7 @@ from cascade import Engine, ModelConfig, load_pair
 from cascade.ui.generate import GENERATE_INPUTS
 from cascade.serving.service import EngineService
 
-from .helpers import ROOT, WrappedEngine, engine_for, engine_text, free_port, page_inputs, serve
+from .helpers import ROOT, TOY_THREADS, WrappedEngine, engine_for, engine_text, free_port, page_inputs, serve
 
 N_CTX = 192  # a small context, so that a prompt can be longer than it (the chat template alone takes 69)
 
@@ -285,7 +285,7 @@ def test_a_model_fault_shows_the_visitor_no_path(switchable_page, secret_models,
     url, current = switchable_page
     root, faults = secret_models
     draft, target = faults[what]
-    current["service"] = EngineService(ModelConfig(draft=draft, target=target, n_threads=2, n_ctx=1024))
+    current["service"] = EngineService(ModelConfig(draft=draft, target=target, n_threads=TOY_THREADS, n_ctx=1024))
     kind, answer = call(url, NORMAL)
     assert kind == "complete", answer
     html, plot, summary, text = answer
@@ -298,7 +298,7 @@ def test_a_model_fault_shows_the_visitor_no_path(switchable_page, secret_models,
 
 def test_after_the_model_faults_good_models_work(switchable_page, toy):
     url, current = switchable_page
-    current["service"] = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2,
+    current["service"] = EngineService(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS,
                                                    n_ctx=1024))
     kind, answer = call(url, NORMAL)
     assert kind == "complete" and answer[3] == engine_text(engine_for(toy.small, toy.related), NORMAL)

@@ -19,20 +19,20 @@ from cascade.engine.events import Summary, TokenEvent
 from cascade.engine.models import load_pair
 from cascade.engine.policies import POLICIES
 
-from .helpers import FakeClock, in_thread
+from .helpers import TOY_THREADS, FakeClock, in_thread
 
 PROMPTS = ["The cat sat on the mat", "Once upon a time", "My name is Sam and", "A dog and a cat"]
 
 
 @pytest.fixture(scope="module")
 def slots(toy) -> list[Engine]:
-    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512, parallel=4)
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512, parallel=4)
     return Engine(load_pair(config)).slots()
 
 
 @pytest.fixture(scope="module")
 def alone(toy) -> Engine:
-    return Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
+    return Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)))
 
 
 def text(engine: Engine, prompt: str, config: GenerationConfig) -> str:
