@@ -1,6 +1,5 @@
 """A session's runs as branches, each labelled by what it changed (`what_differs`), and forks: a token
-chosen in the hover's table ends the next run's given start (`fork_prefix`), with the parent's settings.
-"""
+chosen in the hover's table ends the next run's given start (`fork_prefix`), with the parent's settings."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def _deciding(config: GenerationConfig) -> tuple:
 
 
 def what_differs(before: Run | None, run: Run) -> str:
-    """What `run` asked differently from `before`, for its label: the prompt if changed, then each changed
-    setting ("margin 0.2", "speculative", "k 2"); the first run, its prompt."""
+    """`run`'s label: the prompt if changed, then each changed setting ("margin 0.2", "k 2"); first run: its prompt."""
     if before is None:
         return quoted(run.prompt)
     old, new = before.config, run.config
@@ -115,8 +113,7 @@ def what_differs(before: Run | None, run: Run) -> str:
 # ---- forks -------------------------------------------------------------------------------------------
 
 def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any) -> tuple[str, Fork]:
-    """The answer prefix of a fork at `position` of `run` (its answer before it, then `chosen`) and the
-    `Fork`; ValueError for a run still writing or a position it has no token at."""
+    """(`run`'s answer before `position` + `chosen`, the `Fork`); ValueError if running or no token there."""
     if run is None or run.running:
         raise ValueError("let the run finish (or stop it) before writing on from one of its tokens")
     if not isinstance(position, int) or isinstance(position, bool) or not isinstance(chosen, str) or not chosen:
@@ -187,8 +184,7 @@ def _share_moved(shown: Any, value: Any, config: GenerationConfig) -> str:
 
 def fork_request(run: Run | None, current: int | None, position: Any, chosen: Any,
                  controls: dict[str, Any]) -> tuple[dict[str, Any], Fork, str | None]:
-    """A fork's controls (GENERATE_INPUTS: the parent's request, the `fork_prefix` start), the `Fork`, and
-    a sentence naming the `controls` that showed other values (None if none). ValueError as `fork_prefix`."""
+    """(the fork's GENERATE_INPUTS values, the `Fork`, a note naming `controls` that differed or None)."""
     prefix, fork = fork_prefix(run, current, position, chosen)
     values = {**request_controls(run), "answer_prefix": prefix}
     moved = [_moved(name, controls[name], values[name], run.config, controls) for name in GENERATE_INPUTS
@@ -200,8 +196,7 @@ def fork_request(run: Run | None, current: int | None, position: Any, chosen: An
 
 
 def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple:
-    """A token chosen in the hover's table: the controls (GENERATE_INPUTS, now `shown`) set to the fork's
-    request, then the `Fork`; a toast names the controls that showed other settings."""
+    """A token chosen in the hover's table: GENERATE_INPUTS set to the fork's request, then the `Fork`."""
     controls = dict(zip(GENERATE_INPUTS, shown))
     try:
         values, fork, note = fork_request(run, current, evt.index, evt.value, controls)
@@ -219,8 +214,7 @@ def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple
 # ---- the session's branches --------------------------------------------------------------------------
 
 def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork | None) -> tuple:
-    """The branches with `run` added, or replacing its earlier self (after a Stop or a comparison):
-    (branches, the list's update, the current number, the pending fork or None once used)."""
+    """`run` added or replacing its earlier self: (branches, list update, current number, pending fork or None)."""
     branches = list(branches or [])
     if run is None:
         return branches, gr.skip(), gr.skip(), fork
@@ -252,9 +246,8 @@ REQUEST_CONTROLS = ("prompt", "mode", "system", "answer_prefix", "history")
 
 def request_values(run: Run) -> tuple:
     """The values of REQUEST_CONTROLS for `run`'s request."""
-    config = run.config
-    return (run.prompt, "chat" if config.chat else "raw", config.system, config.answer_prefix,
-            conversation.history_json(config.history))
+    values = request_controls(run)
+    return tuple(values[name] for name in REQUEST_CONTROLS)
 
 
 def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
