@@ -124,7 +124,7 @@ def test_stop_strings_are_looked_for_in_the_written_text_only(engine):
 
 def test_the_command_line_takes_a_system_message_and_an_answer_prefix(toy):
     args = ["generate", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8",
-            "--threads", "2", "--system", "Be brief.", "--answer-prefix", PREFIX]
+            "--threads", "1", "--system", "Be brief.", "--answer-prefix", PREFIX]
     r = cascade(*args, "--json", PROMPT)
     assert r.returncode == 0, r.stderr
     events, summary = json_lines(r.stdout)

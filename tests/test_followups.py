@@ -288,7 +288,7 @@ def test_a_run_file_keeps_the_conversation_with_the_earlier_answers_colours(engi
 
 def test_the_command_line_asks_a_follow_up_with_history(toy, engine):
     turns = (("user", QUESTION), ("assistant", "Blue."))
-    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx", "1024",
+    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", "1", "--n-ctx", "1024",
                 "--max-tokens", "8", "--history", history_json(turns), "--json", FOLLOW_UP)
     assert r.returncode == 0, r.stderr
     _, summary = json_lines(r.stdout)

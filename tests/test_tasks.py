@@ -364,7 +364,7 @@ def test_the_command_end_to_end_on_toy_models(toy, tmp_path):
     path = tmp_path / "tasks.jsonl"
     write_tasks(path, [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1"}])
     env = {"CASCADE_CACHE": str(tmp_path / "cache")}
-    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "2",
+    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "1",
             "--policies", "draft", "cascade", "--max-tokens", "8", "--json", str(tmp_path / "r.json"),
             "--html", str(tmp_path / "r.html"), "--router", "none"]
     r = cascade(*args, env=env, timeout=300)
@@ -394,7 +394,7 @@ def test_rules_are_compared_at_thresholds_chosen_for_equal_shares(toy, tmp_path)
     path = tmp_path / "tasks.jsonl"
     write_tasks(path, [as_item(ADD), {**as_item(ADD), "task_id": "Toy/1", "prompt": ADD.prompt + "    # sum\n"}])
     env = {"CASCADE_CACHE": str(tmp_path / "cache")}
-    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "2",
+    args = ["tasks", "--draft", str(toy.small), "--target", str(toy.related), "--tasks", str(path), "--threads", "1",
             "--policies", "target", "--rules", "perplexity", "margin", "--shares", "0.25", "0.5", "--max-tokens", "12",
             "--json", str(tmp_path / "r.json"), "--router", "none"]
     r = cascade(*args, env=env, timeout=300)
