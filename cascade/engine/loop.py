@@ -1,21 +1,8 @@
-"""One request's run of the loop: the draft (or prompt lookup) proposes, the policy decides when the target is asked.
-
-The loop's state is the emitted tokens (`out`), the proposed tokens still waiting for the target's check
-(`pending`), and the two models' cache cursors, which `ModelRunner.advance` moves: each model evaluates
-only tokens it has not seen. Each turn of the loop:
-
-1. At the start of a round (nothing pending), the policy's way of writing it is settled (`auto` chooses one
-   from measured costs); a policy that looks up copies tokens from earlier in the text, if it can.
-2. A policy that does not draft lets the target write one token alone (after checking any copied tokens).
-3. Otherwise the draft proposes one token, and the rule judges it (`routing.judge.Judge`):
-   - doubtful (judged only for a policy that escalates): the target checks what is pending and writes this
-     position itself;
-   - a policy that holds nothing (`window` 0): the token counts at once;
-   - otherwise it waits, until the window is full or the text ends, for the target's check of them all
-     in one batch, which keeps what the policy's `verify` accepts and adds the target's own next token.
-
-Counting is the `Recorder`'s; `auto` watches through the same `Observer` interface.
-"""
+"""One request's run of the loop (`Generation`): the draft (or prompt lookup) proposes, the policy decides when
+the target is asked. Each turn: at a round's start the way is settled (`auto` chooses) and a policy that looks up
+copies tokens; a policy that does not draft lets the target write alone; otherwise the draft proposes one token,
+and the rule (`Judge`) sends a doubtful one to the target, a window of 0 keeps it at once, and a fuller window
+waits for the target's batched check (`verify` keeps a prefix; the target adds its own next token)."""
 
 from __future__ import annotations
 
@@ -58,13 +45,9 @@ class Proposal:
 
 
 class Generation:
-    """One request's run of the loop. `run()` yields its events, then its Summary.
-
-    `tuner` steers: it chooses how each round is written (auto). `watchers` only observe. `router`
-    scores every draft reading (the learned rule). `score`: the target reads the finished text for the
-    Summary's quality figures (`scoring.score`), and with `mark_written` a `Written` event says the answer
-    is complete before that pass begins. `n_given`: the last tokens of `prompt` are the answer prefix, read
-    as given (the Summary counts them apart)."""
+    """`run()` yields the events, then the Summary. `tuner` chooses each round's way (auto), `watchers` observe,
+    `router` scores readings; `score` adds quality (a `Written` event first with `mark_written`); the last
+    `n_given` tokens of `prompt` are the answer prefix."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
@@ -81,8 +64,7 @@ class Generation:
         self.out: list[int] = []
         self.pending: list[Proposal] = []
         self.span = 0  # tokens the target has written since the rule escalated, while its span goes on (0: none)
-        # The target's view of output positions it scored while writing (`scoring.View`).
-        self.target_seen: dict[int, View] = {}
+        self.target_seen: dict[int, View] = {}  # the target's view of positions it read while writing
         self.text = TextAssembler(config.stop)
         self.stop_reason: StopReason | None = None
         self.recorder = Recorder(pair.draft, pair.target, steered=tuner is not None)
@@ -98,7 +80,6 @@ class Generation:
             self.stop_reason = "cancelled"
             raise
         finally:
-            # Drafts the output did not keep leave the caches now, so each holds only real text.
             for runner in (self.pair.draft, self.pair.target):
                 runner.trim_to(self.prompt + self.out)
         yield from self.summaries()
@@ -159,19 +140,16 @@ class Generation:
         return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.named(reading.top))
 
     def look_up(self) -> bool:
-        """Prompt lookup: up to k tokens that followed the text's end where it occurred before become
-        pending proposals, to be checked as speculative drafts are. False if it found none."""
+        """Up to k tokens that followed the text's end where it occurred before become pending proposals (none
+        past an end of generation); False if it found none."""
         context = self.prompt + self.out
         room = self.room - len(self.out)
         tokens = continuation(context, self.config.lookup_ngram, min(MIN_NGRAM, self.config.lookup_ngram),
                               min(self.mode.k, room))
-        # Nothing is proposed past an end of generation, as the draft stops drafting there.
         end = next((i for i, t in enumerate(tokens) if self.pair.is_end_of_generation(t)), None)
         tokens = tokens if end is None else tokens[:end + 1]
         for token in tokens:
-            # The proposal is certain: q is the one-hot of its token, so speculative sampling accepts it with
-            # the target's probability of it and, on rejection, draws from the target's distribution
-            # without it (the residual), which keeps the target's distribution exactly.
+            # q one-hot: speculative sampling keeps the target's distribution exactly for a certain proposal.
             q = None if self.sampler.greedy else one_hot(token, self.pair.n_vocab)
             self.pending.append(Proposal(len(self.out) + len(self.pending), token, None, None, q, "lookup"))
         if tokens:
@@ -192,12 +170,11 @@ class Generation:
         target_ppls = [token_perplexity(row, p.token) for p, row in zip(pending, rows)]
         check = Check([p.token for p in pending], [p.q for p in pending], rows, target_ppls)
         kept, token = self.mode.policy.verify(check, self.sampler, self.config)
-        for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
-            self.target_seen[p.position] = (-math.log(target_ppl) if math.isfinite(target_ppl) else -math.inf,
-                                            int(np.argmax(row)) == p.token)
         if pending:
             self.notify("checked", kept, min(kept + 1, len(pending)))
         for p, row, target_ppl in zip(pending[:kept], rows, target_ppls):
+            self.target_seen[p.position] = (-math.log(target_ppl) if math.isfinite(target_ppl) else -math.inf,
+                                            int(np.argmax(row)) == p.token)
             yield from self.emit(p.token, p.source, p.draft_ppl, target_ppl, p.reading, draft_top=p.draft_top,
                                  target_top=self.top(row))
             if self.stop_reason:
@@ -209,8 +186,7 @@ class Generation:
         if escalated is not None:
             yield self.tell(escalated.position, escalated.token, self.pair.piece(escalated.token), "draft",
                             "escalated", escalated.draft_ppl, None, escalated.reading, draft_top=escalated.draft_top)
-        # The draft's view of the position the target now writes, when the draft scored it.
-        # (None where nothing was proposed here, or lookup proposed it: the draft scored nothing.)
+        # The draft's view of the position the target now writes (None where the draft scored nothing here).
         at = pending[kept] if kept < len(pending) else escalated
         scored = at is not None and at.draft_logits is not None
         draft_ppl = token_perplexity(at.draft_logits, token) if scored else None
@@ -222,9 +198,8 @@ class Generation:
         self.follow_span(escalated is not None or in_span, token, rows[kept])
 
     def follow_span(self, escalating: bool, token: int, row: np.ndarray) -> None:
-        """After the target wrote a token: whether it writes the next one too (`policies.span_goes_on`, and
-        while a budget affords it: `Judge.affords`). A span's tokens after the escalated one count against a
-        budget as the target's."""
+        """Whether the target writes the next token too (`span_goes_on`, while a budget `affords` it); a span's
+        tokens after the escalated one count against a budget."""
         if not escalating or not self.mode.policy.escalates:
             self.span = 0
             return
@@ -257,8 +232,7 @@ class Generation:
         return self.named(top_tokens(row, self.config.alternatives)) if self.config.alternatives else None
 
     def named(self, top: Sequence[tuple[int, float]]) -> Alternatives:
-        """Token ids with probabilities as the events carry them: each token's text, as many as asked.
-        (The draft's come from its reading of the row, `read_row`, in the same passes.)"""
+        """Token ids with probabilities as the events carry them: each token's text, as many as asked."""
         if not self.config.alternatives:
             return None
         return tuple((self.pair.piece(t), p) for t, p in top[:self.config.alternatives])
@@ -281,9 +255,7 @@ class Generation:
         return None if tracker is None else BudgetAccount(tracker.budget, tracker.meant, tracker.source)
 
     def summaries(self) -> Iterator[Event]:
-        """The run's Summary, its parts made once as the run ends, with the target's view of the text
-        (`scoring.score`) if asked for; before that pass, the Summary without it in a `Written` event, if
-        asked for."""
+        """The Summary, its parts made once, with `scoring.score`'s quality if asked (and a `Written` before it)."""
         made = functools.partial(
             Summary, text=self.text.text, policy=self.config.policy, stop_reason=self.stop_reason,
             prompt_tokens=len(self.prompt), counts=self.recorder.counts(),
