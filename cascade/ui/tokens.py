@@ -1,8 +1,5 @@
-"""The text of a run as HTML: one span per token, red where the big model wrote it, purple where prompt
-lookup copied it, fenced code as a monospace block; and its what-if and banners.
-
-Pure functions of a run's `Routing`; everything a model wrote is escaped before it goes into HTML.
-"""
+"""A run's text as HTML, pure functions of its `Routing`: one span per token (red: the big model, purple: prompt
+lookup), fenced code as a monospace block, its what-if and banners; every model's text escaped."""
 
 from __future__ import annotations
 
@@ -44,8 +41,7 @@ def given_html(given: str) -> str:
 
 
 def _laid_out(pieces: list[tuple[str, Callable[[str], str]]]) -> str:
-    """The pieces, each (text, how to draw a part of it), laid out as prose and code blocks (`diff.parts`):
-    a token across a block's edge is drawn in parts; an empty piece goes with the text that follows it."""
+    """(text, draw) pieces laid out in prose and code blocks (`diff.parts`), split at a block's edge."""
     text = "".join(t for t, _ in pieces)
     regions = parts(text)
     if all(kind == "prose" for kind, _, _ in regions):
@@ -126,8 +122,7 @@ def _percent(p: float) -> float:
 
 
 def alternatives_data(event: TokenEvent) -> str:
-    """A token's alternatives for the hover (`hover.py`) as compact JSON `[draft, target, position]`: each
-    model's [text, percent] pairs, likeliest first, or null where it did not read the position; "" if neither."""
+    """The hover's JSON `[draft, target, position]`, each model's [text, percent] pairs or null; "" if neither."""
     lists = [None if top is None else [[text, _percent(p)] for text, p in top]
              for top in (event.draft_top, event.target_top)]
     if lists == [None, None]:
@@ -157,8 +152,7 @@ def _run_look(slot: Slot) -> tuple[str, str]:
 
 
 def _whatif_look(slot: Slot, whatif: WhatIf, index: int, named: bool) -> tuple[str, str, str]:
-    """(class, style, hover line) of the token at `index` of the slots, re-coloured by a what-if (`named`:
-    say which rule, when it is not the run's)."""
+    """(class, style, hover line) of slot `index` under a what-if; `named`: say the rule (not the run's)."""
     verdict, rule = whatif.verdicts[index], whatif.rule
     words = rulewords.whatif_words(rule, slot.score(rule), whatif.thresholds[index], verdict, named,
                                    whatif.decision.budget)
@@ -167,15 +161,11 @@ def _whatif_look(slot: Slot, whatif: WhatIf, index: int, named: bool) -> tuple[s
     return ("tok red whatif-target", _WHATIF_RED_STYLE, words) if verdict else ("tok whatif-draft", "", words)
 
 
-def tokens_html(routing: Routing, whatif: float | WhatIf | None = None, rule: Rule | str = "perplexity",
-                run_rule: Rule | str = "perplexity", given: str = "") -> str:
-    """The text, one span per token: red by the target, purple by lookup, refused drafts struck through
-    (escalated ones only in the hover of the token that replaced them, to keep the text readable). With
-    `whatif` (a threshold for `rule`, or a `WhatIf`), red marks where the big model would have written
-    instead, grey where the rule has no number. `given` is drawn grey before the tokens."""
-    rule, run_rule = as_rule(rule), as_rule(run_rule)
-    if whatif is not None and not isinstance(whatif, WhatIf):
-        whatif = routing.at_threshold(whatif, rule)
+def tokens_html(routing: Routing, whatif: WhatIf | None = None, run_rule: Rule | str = "perplexity",
+                given: str = "") -> str:
+    """One span per token, refused drafts struck (escalated ones only in a hover), `given` grey first; with
+    `whatif`, red where the big model would have written, grey where its rule has no number."""
+    run_rule = as_rule(run_rule)
     pieces: list[tuple[str, Callable[[str], str]]] = []
     if given:
         pieces.append((given, given_html))
@@ -201,39 +191,32 @@ def _as_is(markup: str, _text: str) -> str:
     return markup
 
 
-def legend_html(whatif: bool, lookup: bool = False, rule: Rule | str = "perplexity", given: bool = False,
-                by_share: bool = False) -> str:
-    """What the colours mean; `lookup`: the run has tokens prompt lookup proposed; `rule`: the what-if's;
-    `given`: the answer starts with given text; `by_share`: the what-if is a share's (a budget's)."""
+def legend_html(whatif: bool, lookup: bool, rule: str, given: bool, by_share: bool) -> str:
+    """What the colours mean: `lookup` tokens, `rule` the what-if's, a `given` start, a share's (`by_share`) what-if."""
     red = f'<span style="{RED_STYLE}">red</span>'
     struck = f'<s style="{_DISCARD_STYLE}">struck through</s>'
     start = (f'<span class="legend-given" style="{GIVEN_STYLE}">grey background</span> = given: the answer\'s '
              f'start, written by neither model · ' if given else "")
-    return start + _legend_rest(whatif, lookup, rule, red, struck, by_share)
-
-
-def _legend_rest(whatif: bool, lookup: bool, rule: Rule | str, red: str, struck: str, by_share: bool = False) -> str:
     if whatif:
         why = "no router scored it" if as_rule(rule).name == "learned" else "the small model did not score it"
         at = "with the what-if share" if by_share else "at the what-if threshold"
-        return (f"{red} = <b>would</b> have gone to the big model {at} · plain = would have "
-                f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
-                f"({why}) · {struck} = refused by the big model in the real run")
+        return start + (f"{red} = <b>would</b> have gone to the big model {at} · plain = would have "
+                        f"stayed with the small model · <span style=\"{_NO_WHATIF_STYLE}\">grey</span> = no what-if "
+                        f"({why}) · {struck} = refused by the big model in the real run")
     copied = (f' · <span class="legend-lookup" style="{LOOKUP_STYLE}">purple</span> = {LOOKUP}' if lookup else "")
     proposed = "proposed" if lookup else "drafted by the small model"
-    return (f"{red} = written by the big model · plain = written by the small model{copied} · {struck} = "
-            f"{proposed}, then refused by the big model · hover a token for details")
+    return start + (f"{red} = written by the big model · plain = written by the small model{copied} · {struck} = "
+                    f"{proposed}, then refused by the big model · hover a token for details")
 
 
 def text_panel(routing: Routing, view: RunView, given: str = "") -> str:
-    """The whole text box: legend, what-if banner (when the asked decision differs from the run's), given
-    start and tokens, as `view` sees the run."""
+    """The whole text box as `view` sees the run: legend, what-if banner (if asked), given start and tokens."""
     run, asked = view.run, view.asked
     whatif = view.whatif(routing)
     banner = whatif_banner(routing, run, asked, whatif) if asked is not None else ""
     shown = whatif.decision.rule if whatif is not None else run.rule
     by_share = whatif is not None and whatif.decision.budget is not None
-    body = tokens_html(routing, whatif=whatif, rule=shown, run_rule=run.rule, given=given)
+    body = tokens_html(routing, whatif=whatif, run_rule=run.rule, given=given)
     return (f'<div class="cascade-output" data-view="{"run" if whatif is None else "whatif"}" '
             f'data-rule="{html.escape(shown)}">'
             f'<div class="legend" style="font-size:.85em;margin-bottom:6px">'
