@@ -1,10 +1,6 @@
-"""Slots: several sequences' calls on one model decoded in one llama.cpp batch, one step at a time.
-
-Each slot is one sequence in each model's context; its generation runs its own loop in its own thread and
-hands each call to the model's `SharedContext`. The pair's `Scheduler` decodes every pending call on one
-model in one batch, waiting at most `max_wait_s` for every writing slot to have one. Rollbacks are applied
-by the step that next decodes the sequence, so caches change only while no decode runs.
-"""
+"""Slots: each a sequence in each model's context, its generation in its own thread; the pair's `Scheduler`
+decodes every pending call on one model in one llama.cpp batch (waiting at most `max_wait_s` for every writing
+slot), and rollbacks are applied by the sequence's next step, so caches change only while no decode runs."""
 
 from __future__ import annotations
 
@@ -26,9 +22,7 @@ def on_decoding_thread(work, *args, **kwargs):
     """`work(*args, **kwargs)` on the decoding thread (for llama.cpp calls outside a scheduler)."""
     return _DECODER.submit(work, *args, **kwargs).result()
 
-
-# Longer than a generation's Python between two model calls, far shorter than a decode.
-MAX_WAIT_S = 0.01
+MAX_WAIT_S = 0.01  # longer than a generation's Python between two model calls, far shorter than a decode
 
 
 @dataclass(eq=False)
@@ -68,11 +62,9 @@ class Scheduler:
 
     def leave(self, slot: object) -> None:
         with self._cond:
-            n = self._active.get(slot, 0) - 1
-            if n > 0:
-                self._active[slot] = n
-            else:
-                self._active.pop(slot, None)
+            self._active[slot] = self._active.get(slot, 0) - 1
+            if self._active[slot] <= 0:
+                del self._active[slot]
             self._cond.notify_all()  # a step waiting for this slot need not wait any longer
 
     @property
@@ -231,7 +223,6 @@ class SharedContext:
 
     def _read(self, calls: Sequence[Call]) -> None:
         offset = 0
-        n_vocab = None
         for call in calls:
             n_vocab = call.logits.shape[1]
             for r, j in enumerate(call.wanted):

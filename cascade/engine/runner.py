@@ -1,9 +1,5 @@
-"""One model's KV cache as a cursor over a token list.
-
-`ModelRunner.advance(context, n_rows)` keeps the cache's longest common prefix with `context`, drops the
-rest (a rollback) and evaluates only the missing tokens, asking for logits only at the rows wanted. It
-uses llama.cpp's batch API, since `Llama.eval` keeps logits for every position or for none.
-"""
+"""One model's KV cache as a cursor over a token list: `advance` keeps the longest common prefix, drops the rest
+(a rollback) and evaluates only the missing tokens through llama.cpp's batch API, with logits at the rows wanted."""
 
 from __future__ import annotations
 
@@ -16,9 +12,7 @@ import numpy as np
 from .batching import Call, SharedContext
 from .events import ModelStats
 
-
-# Tokens per call of a long read in a shared context: short enough that other slots wait one short step.
-SHARED_CHUNK = 64
+SHARED_CHUNK = 64  # tokens per call of a long read in a shared context: other slots wait one short step
 
 
 class ModelRunner:
@@ -34,8 +28,7 @@ class ModelRunner:
         self.seq = seq
         self.n_batch = self.context.n_batch
         self.n_ctx = llm.n_ctx() // self.context.n_seq  # each slot's share of the context
-        # Rows handed out are cut to the vocabulary both models share.
-        self.n_vocab = n_vocab or llm.n_vocab()
+        self.n_vocab = n_vocab or llm.n_vocab()  # rows are cut to the vocabulary both models share
         self.tokens: list[int] = []  # exactly what the KV cache holds for this sequence, in order
         self._drop_from: int | None = None  # a rollback the next decode carries out (see `_truncate`)
         self.stats = ModelStats()
@@ -51,27 +44,18 @@ class ModelRunner:
             self.context.close()
 
     def advance(self, context: Sequence[int], n_rows: int = 1) -> np.ndarray:
-        """Evaluate what the cache lacks of `context`; return logits of its last `n_rows` positions.
-
-        Row i predicts the token after position len(context) - n_rows + i.
-        """
+        """Evaluate what the cache lacks of `context`; row i of the logits predicts the token after position
+        len(context) - n_rows + i."""
         if len(context) > self.n_ctx:
             raise ValueError(f"context of {len(context)} tokens exceeds n_ctx {self.n_ctx}")
         keep = _common_prefix(self.tokens, context)
-        # Logits are only read fresh from a decode, so the last position is always evaluated again
-        # if the cache already holds all of `context` (a repeated prompt).
-        keep = min(keep, len(context) - n_rows)
+        keep = min(keep, len(context) - n_rows)  # rows come only from a decode: those positions are read again
         if keep < 0:
             raise ValueError("asked for more logit rows than the context has tokens")
         started = time.perf_counter()
         discarded = self._truncate(keep)
         rows, calls = self._evaluate(context[keep:], n_rows, fresh=keep == 0)
-        self.stats = ModelStats(
-            calls=self.stats.calls + calls,
-            tokens_evaluated=self.stats.tokens_evaluated + len(context) - keep,
-            tokens_discarded=self.stats.tokens_discarded + discarded,
-            seconds=self.stats.seconds + time.perf_counter() - started,
-        )
+        self.stats += ModelStats(calls, len(context) - keep, discarded, time.perf_counter() - started)
         return rows
 
     def advance_hidden(self, context: Sequence[int], n_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -90,9 +74,7 @@ class ModelRunner:
 
     def trim_to(self, context: Sequence[int]) -> None:
         """Drop what the cache holds beyond its common prefix with `context` (no evaluation)."""
-        dropped = self._truncate(_common_prefix(self.tokens, context))
-        self.stats = ModelStats(self.stats.calls, self.stats.tokens_evaluated,
-                                self.stats.tokens_discarded + dropped, self.stats.seconds)
+        self.stats += ModelStats(tokens_discarded=self._truncate(_common_prefix(self.tokens, context)))
 
     def cache_end(self) -> int:
         """One past the last position llama.cpp's cache holds (equals len(self.tokens) when in sync)."""
@@ -156,8 +138,4 @@ class ModelRunner:
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
