@@ -1,8 +1,5 @@
-"""A run's events read for every view: who wrote each position, what the draft proposed there, what-ifs.
-
-Pure functions on recorded `TokenEvent`s; a what-if replays the draft's recorded numbers under a `Decision`
-(a rule at a threshold, or a token budget), position by position, as the engine would have.
-"""
+"""A run's recorded `TokenEvent`s read for every view: who wrote each position, what the draft proposed there,
+and what-ifs, which replay the draft's numbers under another `Decision` position by position, as the engine would."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ def as_rule(rule: Rule | str) -> Rule:
 
 @dataclass(frozen=True)
 class Slot:
-    """One output position: the token written there, and `proposal`, the draft's or lookup's token the
-    target replaced there (None where the proposal was kept or none was made)."""
+    """One output position: its token, and the proposal the target replaced there (None: kept, or none made)."""
 
     token: TokenEvent
     proposal: TokenEvent | None
@@ -40,8 +36,7 @@ class Slot:
 
     @property
     def reading(self) -> TokenEvent | None:
-        """The event carrying the draft's reading of its own choice here (its token, or the proposal the
-        target overruled); None where the draft proposed nothing of its own."""
+        """The event carrying the draft's reading of its own choice here; None where it proposed nothing."""
         if not self.by_target:
             return self.token if self.token.draft_ppl is not None else None
         return self.proposal if self.proposal is not None and self.proposal.draft_ppl is not None else None

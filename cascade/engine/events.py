@@ -18,7 +18,7 @@ Alternatives = Union[tuple[tuple[str, float], ...], None]
 
 
 def _finite(x: float | None) -> float | None:
-    # JSON has no infinity; a perplexity too large to represent is reported as None.
+    """`x`, or None for an infinity (JSON has none)."""
     return x if x is None or math.isfinite(x) else None
 
 
@@ -125,8 +125,7 @@ class Work:
 
 @dataclass(frozen=True)
 class Quality:
-    """The target's view of the finished text (`scoring.score`): its perplexity of it, the share of its
-    tokens that are its greedy choice, the pass's time, and its likeliest tokens where only the pass read."""
+    """The target's view of the finished text (`scoring.score`): perplexity, greedy agreement, time, tops read."""
 
     text_ppl_by_target: float
     target_agreement: float
@@ -159,8 +158,7 @@ NO_BUDGET: dict[str, Any] = {"budget": None, "budget_threshold": None, "budget_s
 
 @dataclass(frozen=True)
 class Summary:
-    """One generation's outcome: its text and stop, and its records (quality None: not scored; budget None:
-    none asked)."""
+    """One generation's outcome: text, stop and records (quality None: not scored; budget None: none asked)."""
 
     text: str
     policy: str
@@ -214,8 +212,7 @@ class Summary:
 
 @dataclass(frozen=True)
 class Written:
-    """The answer is complete: the Summary before the scoring pass, yielded only with
-    `Engine.generate(..., mark_written=True)`; the final Summary follows."""
+    """The answer is complete: the Summary before the scoring pass (`mark_written=True`); the final one follows."""
 
     summary: Summary
 

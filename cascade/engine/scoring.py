@@ -1,7 +1,4 @@
-"""The target's view of a finished text: its perplexity of the text, and how much of it is its own choice.
-
-`score` reads after the run only the positions the target did not read while writing.
-"""
+"""The target's view of a finished text: its perplexity of it, and how much of it is its own choice."""
 
 from __future__ import annotations
 
@@ -18,9 +15,7 @@ from .sampling import token_logprob
 
 SCORING_CHUNK = 32  # rows a scoring call asks for at most (each row is the whole vocabulary)
 
-# The target's view of one output position: (its log-probability of the token written there, whether the
-# token is its own greedy choice).
-View = tuple[float, bool]
+View = tuple[float, bool]  # the target's view of a position: (log p of its token, whether that is its greedy choice)
 
 
 def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
