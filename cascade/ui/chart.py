@@ -1,8 +1,5 @@
-"""The per-token chart and the rules' curves, as Plotly figure specs from a run's `Routing`.
-
-Each point is the number the run's rule compares with its threshold (perplexity on a log axis, the
-others linear); hover labels carry model text, so they are escaped.
-"""
+"""The per-token chart (each point the number a rule compares with its threshold) and the rules' curves, as
+Plotly figure specs from a run's `Routing`; hover labels carry model text, so they are escaped."""
 
 from __future__ import annotations
 
@@ -10,9 +7,8 @@ import functools
 import html
 import json
 import math
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 from ..engine.analysis import Decision, Routing, RunView, Slot, WhatIf, as_rule
 from ..routing.rules import Rule
@@ -21,8 +17,6 @@ from .style import (BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt
                     written_by)
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
-
-
 PERPLEXITY = as_rule("perplexity")
 
 
@@ -175,9 +169,8 @@ def _run_line(routing: Routing, run: Decision, span: tuple[float, float], prior:
 
 
 def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> dict[str, Any]:
-    """The per-token chart as a Plotly figure dict: one point per token, coloured by who wrote it or, for a
-    what-if `view` asks, by who would have. `run_line` False leaves out the run's own threshold (a run still
-    being written); threshold traces have `meta` "threshold"."""
+    """The per-token chart: a point per token coloured by who wrote it (or would, in `view`'s what-if); threshold
+    traces have `meta` "threshold"; `run_line` False leaves the run's own out (a run still being written)."""
     run, prior = view.run, view.prior
     run_rule = as_rule(run.rule)
     whatif = view.whatif(routing)
@@ -223,16 +216,15 @@ def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> di
     return {"data": traces, "layout": layout}
 
 
-def perplexity_figure(routing: Routing, view: RunView, *, run_line: bool = True):
+def perplexity_figure(routing: Routing, view: RunView):
     """`figure_spec` as a `plotly.graph_objects.Figure`."""
     import plotly.graph_objects as go
 
-    return go.Figure(figure_spec(routing, view, run_line=run_line))
+    return go.Figure(figure_spec(routing, view))
 
 
 def perplexity_plot(routing: Routing, view: RunView, *, run_line: bool = True):
-    """`figure_spec` as the JSON its Figure would send, for the page's `gr.Plot`, without building the
-    Figure: the spec is already valid, and validating it on every picture of a live run is too slow."""
+    """`figure_spec` as a `gr.Plot`'s JSON, skipping the Figure (its validation is too slow for a live run)."""
     from gradio.components.plot import PlotData
 
     spec = figure_spec(routing, view, run_line=run_line)
@@ -262,9 +254,8 @@ def _as_percent(x: float) -> float:
 
 def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | None = None,
                       break_even: float | None = None, run_name: str = "this run") -> dict[str, Any]:
-    """The rules' teacher-forced curves as a Plotly figure dict: x the big model's share, y the agreement
-    with its own text, both in %; `run_point` (share, agreement) as a star; `break_even` as a dashed line.
-    Traces' `meta`: "curve", "run", "break_even"."""
+    """The rules' curves (x the big model's share, y agreement with its text, in %), `run_point` a star,
+    `break_even` a dashed line; traces' `meta`: "curve", "run", "break_even"."""
     traces = []
     for name, curve in curves.items():
         rule_name = rulewords.plain_name(name, short=True)
@@ -294,7 +285,6 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                        "x": [x, x], "y": [bottom, 101], "hovertemplate": html.escape(
                            f"{BREAK_EVEN_NAME}: {pct(break_even)} by the big model") + "<extra></extra>",
                        "line": {"color": GREY, "dash": "dash", "width": 2}})
-        # a short label on the side of the line with room (the legend says what it means)
         annotations.append({"x": x, "y": 101, "xref": "x", "yref": "y", "text": BREAK_EVEN_LABEL,
                             "showarrow": False, "xanchor": "left" if x < 50 else "right", "yanchor": "bottom",
                             "font": {"size": 11}})
@@ -317,8 +307,8 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
     }
 
 
-def rules_figure(curves: dict[str, Any], run_point: tuple[float, float] | None = None,
-                 break_even: float | None = None, run_name: str = "this run"):
+def rules_figure(curves: dict[str, Any], run_point: tuple[float, float] | None, break_even: float | None,
+                 run_name: str):
     """The rules' curves as a `plotly.graph_objects.Figure`."""
     import plotly.graph_objects as go
 
