@@ -70,16 +70,13 @@ HUB_TIMEOUT_S = 5.0
 
 
 def _unreachable(hub: HubFile, role: str) -> ModelError:
-    return ModelError(
-        f"cannot fetch the {role} model {hub.repo_id}/{hub.filename}: the Hugging Face Hub is "
-        f"unreachable (or HF_HUB_OFFLINE is set) and the file is not in the local cache. "
-        f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead."
-    )
+    return ModelError(f"cannot fetch the {role} model {hub.repo_id}/{hub.filename}: the Hugging Face Hub is "
+                      f"unreachable (or HF_HUB_OFFLINE is set) and the file is not in the local cache. "
+                      f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead.")
 
 
 def _check_hub_first(hub: HubFile, role: str) -> None:
-    """For a file not cached yet: one look at the Hub, so that an unreachable Hub or a missing file is told
-    within HUB_TIMEOUT_S."""
+    """One look at the Hub for a file not cached yet: an unreachable Hub or a missing file is told at once."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
@@ -120,19 +117,11 @@ def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_al
     """A model and its context: `config.n_ctx` tokens for each of `slots` sequences."""
     check_gguf(path, role)
     try:
-        llm = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=config.n_ctx * slots,
-            n_batch=config.n_batch,
-            n_ubatch=config.n_batch,
-            n_threads=config.n_threads,
-            n_threads_batch=config.n_threads,
-            n_gpu_layers=config.n_gpu_layers,
-            logits_all=logits_all,
-            # Only embedding mode sizes a context for many sequences; it is switched off again below.
-            embedding=slots > 1,
-            verbose=False,
-        )
+        # Only embedding mode sizes a context for many sequences; it is switched off again below.
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=config.n_ctx * slots, n_batch=config.n_batch,
+                              n_ubatch=config.n_batch, n_threads=config.n_threads, n_threads_batch=config.n_threads,
+                              n_gpu_layers=config.n_gpu_layers, logits_all=logits_all, embedding=slots > 1,
+                              verbose=False)
     except (ValueError, RuntimeError, OSError) as e:
         raise ModelError(f"the {role} model could not be loaded (truncated or corrupt?): {path.name}") from e
     if slots > 1:
@@ -156,10 +145,8 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
     llama.cpp); return the shared vocabulary size."""
     nd, nt = draft.n_vocab(), target.n_vocab()
     if abs(nd - nt) > MAX_VOCAB_SIZE_DIFFERENCE:
-        raise ModelError(
-            f"the draft and target models have different vocabularies ({nd} vs {nt} tokens); "
-            f"choose two models of the same family (for example Qwen2.5 0.5B and 1.5B)"
-        )
+        raise ModelError(f"the draft and target models have different vocabularies ({nd} vs {nt} tokens); "
+                         f"choose two models of the same family (for example Qwen2.5 0.5B and 1.5B)")
     vd, vt = _vocab(draft), _vocab(target)
     if llama_cpp.llama_vocab_type(vd) != llama_cpp.llama_vocab_type(vt) or \
             llama_cpp.llama_vocab_eos(vd) != llama_cpp.llama_vocab_eos(vt):
@@ -168,10 +155,9 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
     n = min(nd, nt)
     for token in range(n):
         if llama_cpp.llama_vocab_get_text(vd, token) != llama_cpp.llama_vocab_get_text(vt, token):
-            raise ModelError(
-                f"the draft and target models' vocabularies differ (token {token} is "
-                f"{token_text(draft, token)!r} vs {token_text(target, token)!r}); choose two models of one family"
-            )
+            raise ModelError(f"the draft and target models' vocabularies differ (token {token} is "
+                             f"{token_text(draft, token)!r} vs {token_text(target, token)!r}); choose two models "
+                             "of one family")
     return n
 
 
@@ -242,10 +228,6 @@ def load_pair(config: "ModelConfig", progress: Callable[[str], None] = lambda _m
     target = load_model(target_path, config, "target", slots=slots)
     n_vocab = check_same_vocabulary(draft, target)
     scheduler = Scheduler()  # one decode at a time over the machine's cores, whichever the model
-    return ModelPair(
-        draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler)),
-        target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler)),
-        draft_path=draft_path,
-        target_path=target_path,
-        config=config,
-    )
+    return ModelPair(draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler)),
+                     target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler)),
+                     draft_path=draft_path, target_path=target_path, config=config)
