@@ -1,8 +1,5 @@
-"""A run kept in one HTML file that opens offline in any browser (`run_html`), drawn by the page's own
-views, with the run embedded as JSON that `read_run` reads back; "Download this run" and `--save` write it.
-
-All text is escaped, the JSON cannot close its script element, and a Content-Security-Policy forbids any fetch.
-"""
+"""A run kept in one offline HTML file (`run_html`, drawn by the page's views) embedding JSON that `read_run`
+reads back; text escaped, no fetch (a Content-Security-Policy). "Download this run" and `--save` write it."""
 
 from __future__ import annotations
 
@@ -149,8 +146,7 @@ def _chart_html(routing: Routing, view: RunView) -> str:
     import plotly.io
     from plotly.offline import get_plotlyjs
 
-    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, view),
-                                    validate=False)
+    figure_json = plotly.io.to_json(chart.perplexity_figure(routing, view), validate=False)
     config = {"displaylogo": False, "responsive": True, "typesetMath": False}
     plotly_js = re.sub(r"</(script)", r"<\\/\1", get_plotlyjs(), flags=re.I)  # none today; never any
     return (f'<div class="cascade-chart"><div id="{CHART_ID}" class="plotly-graph-div"></div></div>\n'
@@ -180,12 +176,10 @@ def _intro(config: GenerationConfig) -> str:
         who = ("The small model wrote this text by itself: no token is red. Hover over a token to see how sure "
                "it was of it.")
     else:
-        rule = RULE_TABLE.get(config.rule, RULE_TABLE["perplexity"])
-        if policy is not None and not policy.uses_rule:
-            rule = RULE_TABLE["perplexity"]
+        uses_rule = policy is None or policy.uses_rule
+        rule = RULE_TABLE.get(config.rule if uses_rule else "perplexity", RULE_TABLE["perplexity"])
         side = "below" if rule.below else "above"
-        line = (f"; {side} the threshold line the big model takes over" if policy is None
-                or policy.uses_rule else "")
+        line = f"; {side} the threshold line the big model takes over" if uses_rule else ""
         number = {"perplexity": "its perplexity: higher is less sure",
                   "entropy": "the entropy of its distribution, in nats: higher is less sure",
                   "margin": "the margin between its two likeliest tokens: lower is less sure",
@@ -213,15 +207,11 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
              models: Mapping[str, str], machine: Mapping[str, Any] | None = None,
              comparison: Summary | None = None, created: str, earlier: Sequence[conversation.Turn] = (),
              prior: Sequence[float] | None = None) -> str:
-    """One self-contained HTML document keeping a run: its text, chart, numbers, settings and data.
-
-    `summary` is None for a stopped run; `models` names the models (`model_names`), `machine` is
-    `machine_info`'s; `comparison` is the big model alone's Summary; `earlier` a follow-up's turns;
-    `prior` the calibration a share's threshold started from (`Run.prior`).
-    """
+    """One self-contained HTML document keeping a run (`summary` None if stopped; `comparison` the big model
+    alone's; `earlier` a follow-up's turns; `prior` a share's calibration): text, chart, numbers, settings, data."""
     # lone surrogates (a str can hold them, UTF-8 cannot) become '?', as the engine reads them
     prompt = prompt.encode("utf-8", errors="replace").decode("utf-8")
-    # saved without its earlier runs (--save): the turns' text, from the history
+    # without its earlier runs (--save): the turns' text, from the history
     earlier = tuple(earlier) or conversation.turns_of(config.history)
     routing = Routing(events)
     policy = POLICY_TABLE.get(config.policy)
