@@ -31,8 +31,7 @@ def _seconds(x: float) -> str:
 
 def summary_sentence(summary: Summary, alone_s: float | None = None, measured: bool = False,
                      alone_tokens: int | None = None) -> str:
-    """The summary's first line: how many tokens the big model wrote, how long it took, and the big model
-    alone's `alone_s` beside it (`measured` by Compare, for its `alone_tokens`, or estimated), if given."""
+    """The first line: the big model's tokens and time, beside the big model alone's `alone_s` if given."""
     n, t = summary.counts.n_tokens, summary.counts.n_target_tokens
     if n == 0:
         return f"No tokens were written ({_seconds(summary.timings.wall_s)})."
@@ -119,10 +118,8 @@ def _how_it_went(summary: Summary) -> str:
     c = summary.counts
     if c.n_drafted:
         kept = f"The small model proposed {c.n_drafted} tokens and {c.n_draft_tokens} were kept"
-        why = [f"{c.n_escalated} it was unsure of" if c.n_escalated else "",
-               f"{c.n_rejected} the big model rejected" if c.n_rejected else "",
-               f"{c.n_rolled_back} the big model rolled back" if c.n_rolled_back else ""]
-        why = [w for w in why if w]
+        why = [f"{n} {fate}" for n, fate in ((c.n_escalated, "it was unsure of"), (c.n_rejected, "the big model rejected"),
+                                             (c.n_rolled_back, "the big model rolled back")) if n]
         parts.append(kept + (" (the others: " + ", ".join(why) + ")." if why else "."))
     if c.n_lookup_proposed:
         parts.append(f"Prompt lookup proposed {c.n_lookup_proposed} tokens copied from earlier in the text "
@@ -251,8 +248,7 @@ RULES_HOW = ("Each curve comes from the big model's own text for this prompt (th
 
 
 def break_even_sentence(summary: Summary, break_even: float | None) -> str | None:
-    """Whether this run's big-model share was under this machine's break-even (the largest share at which
-    sharing beats the big model alone); None without one, or for a policy other than cascade and bild."""
+    """Whether this run's big-model share was under the machine's break-even; None without one or for other policies."""
     if break_even is None or summary.counts.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
         return None
     share = summary.counts.target_share
