@@ -118,8 +118,9 @@ def _how_it_went(summary: Summary) -> str:
     c = summary.counts
     if c.n_drafted:
         kept = f"The small model proposed {c.n_drafted} tokens and {c.n_draft_tokens} were kept"
-        why = [f"{n} {fate}" for n, fate in ((c.n_escalated, "it was unsure of"), (c.n_rejected, "the big model rejected"),
-                                             (c.n_rolled_back, "the big model rolled back")) if n]
+        fates = ((c.n_escalated, "it was unsure of"), (c.n_rejected, "the big model rejected"),
+                 (c.n_rolled_back, "the big model rolled back"))
+        why = [f"{n} {fate}" for n, fate in fates if n]
         parts.append(kept + (" (the others: " + ", ".join(why) + ")." if why else "."))
     if c.n_lookup_proposed:
         parts.append(f"Prompt lookup proposed {c.n_lookup_proposed} tokens copied from earlier in the text "
