@@ -158,68 +158,113 @@ async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
     return await done
 
 
-def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:
-    """The API's routes on `app` (a new FastAPI app if None), over the service's engines."""
-    settings = settings or ApiSettings.from_environment()
-    app = app or FastAPI(title="cascade: an OpenAI-compatible API", docs_url=None, redoc_url=None)
-    waiting = {"n": 0}
-    lock = threading.Lock()
+async def _body_of(http: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object; a body over MAX_BODY_BYTES is refused before more of it is read."""
+    declared = http.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large()
+    raw = bytearray()
+    async for chunk in http.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise _too_large()
+    return fields.json_object(bytes(raw))
 
-    def check_key(http: HttpRequest) -> None:
-        if not settings.api_key:
+
+async def _items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    yield first
+    async for event in events:
+        yield event
+
+
+async def _collect(request: Request, run: Answer, first: Event, events: AsyncIterator[Event]) -> dict[str, Any]:
+    """The whole answer at once, from the generation's events."""
+    tokens, summary = [], None
+    async for item in _items(first, events):
+        if isinstance(item, TokenEvent):
+            tokens.append(item)
+        elif isinstance(item, Summary):
+            summary = item
+    if summary is None:
+        raise ApiError(500, "the generation ended without a summary", kind="server_error")
+    return protocol.response(request, tokens, summary, run.target_tokens_per_s)
+
+
+async def _stream(request: Request, run: Answer, first: Event, events: AsyncIterator[Event],
+                  finish: Callable[[], None]) -> AsyncIterator[str]:
+    """The answer as server-sent events; an error mid-way goes in the stream, and `finish` runs at its end."""
+    chunks = protocol.Stream(request)
+    try:
+        opening = chunks.first()
+        if opening is not None:
+            yield _sse(opening)
+        async for item in _items(first, events):
+            if isinstance(item, TokenEvent):
+                chunk = chunks.token(item)
+                if chunk is not None:
+                    yield _sse(chunk)
+            elif isinstance(item, Summary):
+                for chunk in chunks.last(item, run.target_tokens_per_s):
+                    yield _sse(chunk)
+        yield "data: [DONE]\n\n"
+    except Exception as e:  # noqa: BLE001 - mid-stream, the error goes in the stream, as OpenAI's does
+        yield _sse(_error(e).body())
+    finally:
+        finish()  # a client that left stops its generation here
+
+
+class _Api:
+    """The routes over one service: the key, the wait for the models, the queue's places, the answers."""
+
+    def __init__(self, service: EngineService, settings: ApiSettings) -> None:
+        self.service, self.settings = service, settings
+        self.waiting = 0  # requests that wait or run
+        self.lock = threading.Lock()
+
+    def check_key(self, http: HttpRequest) -> None:
+        if not self.settings.api_key:
             return
-        given = http.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), settings.api_key.encode()):
+        scheme, _, token = http.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
+                                                                 self.settings.api_key.encode()):
             raise ApiError(401, "a valid API key is required: send it as Authorization: Bearer <key>",
                            code="invalid_api_key")
 
-    async def models_ready() -> None:
+    async def models_ready(self) -> None:
         """Return once the models are loaded, waiting up to `settings.load_wait_s`; else a 503."""
+        wait_s = self.settings.load_wait_s
         try:
-            if service.ready() or await _in_thread(service.wait_ready, settings.load_wait_s):
+            if self.service.ready() or await _in_thread(self.service.wait_ready, wait_s):
                 return
         except ModelError as e:
             raise _error(e) from None
-        raise ApiError(503, f"the models are still loading after {settings.load_wait_s:g} s; try again in a "
-                            "moment", kind="server_error", code="models_loading", retry_after_s=LOADING_RETRY_AFTER_S)
+        raise ApiError(503, f"the models are still loading after {wait_s:g} s; try again in a moment",
+                       kind="server_error", code="models_loading", retry_after_s=LOADING_RETRY_AFTER_S)
 
-    async def body_of(http: HttpRequest) -> dict[str, Any]:
-        """The request's JSON object; a body over MAX_BODY_BYTES is refused before more of it is read."""
-        declared = http.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise _too_large()
-        raw = bytearray()
-        async for chunk in http.stream():
-            raw += chunk
-            if len(raw) > MAX_BODY_BYTES:
-                raise _too_large()
-        return fields.json_object(bytes(raw))
-
-    def take_place() -> Callable[[], None]:
+    def take_place(self) -> Callable[[], None]:
         """A place among the requests that wait or run (429 when none is free), and its give-back, once."""
-        with lock:
-            if waiting["n"] >= settings.queue:
-                raise ApiError(429, f"{settings.queue} requests are already waiting or running; try again soon",
-                               kind="rate_limit_error", code="queue_full")
-            waiting["n"] += 1
-        given_back = [False]
+        with self.lock:
+            if self.waiting >= self.settings.queue:
+                raise ApiError(429, f"{self.settings.queue} requests are already waiting or running; try again "
+                                    "soon", kind="rate_limit_error", code="queue_full")
+            self.waiting += 1
+        given_back = threading.Event()
 
         def give_back() -> None:
-            with lock:
-                if not given_back[0]:
-                    given_back[0] = True
-                    waiting["n"] -= 1
+            with self.lock:
+                if not given_back.is_set():
+                    given_back.set()
+                    self.waiting -= 1
         return give_back
 
-    async def answer(request: Request) -> Any:
-        give_back = take_place()  # before waiting for the models: those who wait count in the queue
+    async def answer(self, request: Request) -> Any:
+        give_back = self.take_place()  # before waiting for the models: those who wait count in the queue
         try:
-            await models_ready()
+            await self.models_ready()
         except BaseException:
             give_back()
             raise
-        run = Answer(service, request)
+        run = Answer(self.service, request)
 
         def finish() -> None:
             """Stop the generation (if it still runs) and give the request's place back."""
@@ -235,10 +280,10 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             except Exception as e:  # noqa: BLE001 - answered in OpenAI's words
                 raise _error(e) from None
             if request.stream:
-                return StreamingResponse(stream(request, run, first, events, finish), media_type="text/event-stream",
+                return StreamingResponse(_stream(request, run, first, events, finish), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(finish))
-            return JSONResponse(await collect(request, run, first, events))
+            return JSONResponse(await _collect(request, run, first, events))
         except BaseException:
             finish()
             raise
@@ -246,54 +291,14 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             if not request.stream:
                 finish()
 
-    async def items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        yield first
-        async for event in events:
-            yield event
-
-    async def collect(request: Request, run: Answer, first: Event, events: AsyncIterator[Event]) -> dict[str, Any]:
-        tokens, summary = [], None
-        async for item in items(first, events):
-            if isinstance(item, TokenEvent):
-                tokens.append(item)
-            elif isinstance(item, Summary):
-                summary = item
-        if summary is None:
-            raise ApiError(500, "the generation ended without a summary", kind="server_error")
-        return protocol.response(request, tokens, summary, run.target_tokens_per_s)
-
-    async def stream(request: Request, run: Answer, first: Event, events: AsyncIterator[Event],
-                     finish) -> AsyncIterator[str]:
-        chunks = protocol.Stream(request)
-        try:
-            opening = chunks.first()
-            if opening is not None:
-                yield _sse(opening)
-            async for item in items(first, events):
-                if isinstance(item, TokenEvent):
-                    chunk = chunks.token(item)
-                    if chunk is not None:
-                        yield _sse(chunk)
-                elif isinstance(item, Summary):
-                    for chunk in chunks.last(item, run.target_tokens_per_s):
-                        yield _sse(chunk)
-            yield "data: [DONE]\n\n"
-        except Exception as e:  # noqa: BLE001 - mid-stream, the error goes in the stream, as OpenAI's does
-            yield _sse(_error(e).body())
-        finally:
-            finish()  # a client that left stops its generation here
-
-    def retry_after(e: ApiError) -> str:
-        """Seconds a client should wait before it tries again (Retry-After)."""
-        seconds = e.retry_after_s if e.retry_after_s is not None else service.retry_in_s() or LOADING_RETRY_AFTER_S
-        return str(max(1, math.ceil(seconds)))
-
-    def reply(e: ApiError) -> JSONResponse:
+    def reply(self, e: ApiError) -> JSONResponse:
         """An error in OpenAI's shape; every 503 says when to try again (Retry-After)."""
-        return _AsciiJSON(e.body(), status_code=e.status, headers={"Retry-After": retry_after(e)} if
-                          e.status == 503 else None)
+        if e.status != 503:
+            return _AsciiJSON(e.body(), status_code=e.status)
+        seconds = e.retry_after_s if e.retry_after_s is not None else self.service.retry_in_s() or LOADING_RETRY_AFTER_S
+        return _AsciiJSON(e.body(), status_code=503, headers={"Retry-After": str(max(1, math.ceil(seconds)))})
 
-    def guarded(route: Callable[[HttpRequest], Awaitable[Any]]) -> Callable[[HttpRequest], Awaitable[Any]]:
+    def guarded(self, route: Callable[[HttpRequest], Awaitable[Any]]) -> Callable[[HttpRequest], Awaitable[Any]]:
         """The route with every failure answered in OpenAI's shape (here, not by a handler for Exception, after
         which Starlette raises again and uvicorn closes the connection)."""
         @functools.wraps(route)
@@ -301,54 +306,54 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
             try:
                 return await route(http)
             except Exception as e:  # noqa: BLE001 - every failure is answered, in OpenAI's words
-                return reply(_error(e))
+                return self.reply(_error(e))
         return answered
 
-    @app.exception_handler(ApiError)
-    async def api_error(_http: HttpRequest, e: ApiError) -> JSONResponse:
-        return reply(e)
+    async def api_error(self, _http: HttpRequest, e: ApiError) -> JSONResponse:
+        return self.reply(e)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(_http: HttpRequest, e: HTTPException) -> JSONResponse:
+    async def http_error(self, _http: HttpRequest, e: HTTPException) -> JSONResponse:
         """A path or method the API does not have, in OpenAI's shape too."""
-        return reply(ApiError(e.status_code, str(e.detail), kind="server_error" if e.status_code >= 500 else
-                              "invalid_request_error"))
+        return self.reply(ApiError(e.status_code, str(e.detail), kind="server_error" if e.status_code >= 500 else
+                                   "invalid_request_error"))
 
-    async def health(http: HttpRequest) -> JSONResponse:
+    async def health(self, http: HttpRequest) -> JSONResponse:
         """llama-server's health check (no key): 200 once loaded, else 503 with the state and any reason."""
-        state, reason = service.status()
+        state, reason = self.service.status()
         if state == "ok":
             return JSONResponse({"status": "ok"})
-        wait = LOADING_RETRY_AFTER_S if state == "loading" else service.retry_in_s()
+        wait = LOADING_RETRY_AFTER_S if state == "loading" else self.service.retry_in_s()
         return _AsciiJSON({"status": state, **({"error": reason} if reason else {})}, status_code=503,
                           headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
-    async def models(http: HttpRequest) -> JSONResponse:
-        check_key(http)
-        config = service.config
+    async def models(self, http: HttpRequest) -> JSONResponse:
+        self.check_key(http)
+        config = self.service.config
         return JSONResponse(protocol.models_list(model_name(config.draft), model_name(config.target)))
 
-    async def complete(http: HttpRequest, read: Callable[[Any], Request]) -> Any:
-        """A completion request of either kind: the key, the body read by `read`, the models ready, the answer."""
-        check_key(http)
-        request = read(await body_of(http))
-        return await answer(request)
+    async def chat_completions(self, http: HttpRequest) -> Any:
+        self.check_key(http)
+        return await self.answer(protocol.chat_request(await _body_of(http)))
 
-    async def chat_completions(http: HttpRequest) -> Any:
-        return await complete(http, protocol.chat_request)
+    async def completions(self, http: HttpRequest) -> Any:
+        self.check_key(http)
+        return await self.answer(protocol.completion_request(await _body_of(http)))
 
-    async def completions(http: HttpRequest) -> Any:
-        return await complete(http, protocol.completion_request)
 
+def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:
+    """The API's routes on `app` (a new FastAPI app if None), over the service's engines."""
+    api = _Api(service, settings or ApiSettings.from_environment())
+    app = app or FastAPI(title="cascade: an OpenAI-compatible API", docs_url=None, redoc_url=None)
+    app.add_exception_handler(ApiError, api.api_error)
+    app.add_exception_handler(HTTPException, api.http_error)
     for path in ("/health", "/v1/health"):  # llama-server answers at both
-        app.get(path)(guarded(health))
-    app.get("/v1/models")(guarded(models))
-    app.post("/v1/chat/completions")(guarded(chat_completions))
-    app.post("/v1/completions")(guarded(completions))
-
-    if settings.cors:
+        app.get(path)(api.guarded(api.health))
+    app.get("/v1/models")(api.guarded(api.models))
+    app.post("/v1/chat/completions")(api.guarded(api.chat_completions))
+    app.post("/v1/completions")(api.guarded(api.completions))
+    if api.settings.cors:
         from fastapi.middleware.cors import CORSMiddleware
 
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors), allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=list(api.settings.cors), allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     return app
