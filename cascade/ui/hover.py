@@ -1,9 +1,6 @@
-"""The hover over the answer: both models' likeliest tokens at a token, side by side (`HOVER_JS`).
-
-One floating table per page, by event delegation, from each token's `data-alt` (`tokens.alternatives_data`);
-model text goes in as `textContent`. Clicking pins it; choosing a token there sends the component's `select`
-event, a fork (`branches.fork_start`). A saved run (`runfile`) runs it with no `trigger`: no forks.
-"""
+"""The hover over the answer (`HOVER_JS`): one floating table per page of both models' likeliest tokens, from each
+token's `data-alt`, model text as `textContent`. A click pins it; choosing a token sends `select`, a fork
+(`branches.fork_start`); a saved run (`runfile`) passes no `trigger`, so offers no forks."""
 
 from __future__ import annotations
 

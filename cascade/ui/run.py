@@ -1,7 +1,5 @@
-"""A run as the page remembers it (`Run`), the outputs a handler changes (`Update`, in the order of one
-of the output-name tuples below), what each output shows (`run_update`), and how often a run being
-written is drawn again (`Pacer`).
-"""
+"""A run as the page remembers it (`Run`), the outputs a handler changes (`Update`, in an output tuple's order),
+what each shows (`run_update`), and how often a run being written is drawn again (`Pacer`)."""
 
 from __future__ import annotations
 
@@ -189,8 +187,7 @@ DRAW_SHARE = 50
 
 
 class Pacer:
-    """How long to wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times the cheaper of the
-    last two pictures' cost (so one slow picture does not hold back the next)."""
+    """The wait before the next picture: UPDATE_EVERY_S, or DRAW_SHARE times the cheaper of the last two's cost."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self.costs = [0.0]
