@@ -56,8 +56,7 @@ PAGE_CSS = """
 }
 """
 
-# The page's quick steps (a what-if, a branch shown, what follows a run): off the queue, with no
-# progress shown, and no API endpoint.
+# The page's quick steps (a what-if, a branch shown, what follows a run): unqueued, no progress, no endpoint.
 QUICK = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
 
 
@@ -73,8 +72,7 @@ def queued(demo: gr.Blocks, **queue_settings: Any) -> gr.Blocks:
 
 @dataclass
 class Page:
-    """The page's components: the request's controls by setting name (`inputs`), the outputs by the
-    name of the `Update` field they show (`out`), and the rest by what they are (`parts`)."""
+    """The page's components: controls by setting (`inputs`), outputs by `Update` field (`out`), the rest (`parts`)."""
 
     inputs: dict[str, Component] = field(default_factory=dict)
     out: dict[str, Component] = field(default_factory=dict)
@@ -89,8 +87,7 @@ class Page:
 
 def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None,
                concurrency: int = 1, router: RouterSource | None = None) -> gr.Blocks:
-    """The page: `engine_provider(progress)` gives (or lends) an engine, `concurrency` requests run at once,
-    and `router()`, asked when the page is built and when it loads, gives the learned rule's router or None."""
+    """The page over `engine_provider(progress)`, `concurrency` runs at once; `router()`: the router or None."""
     examples = load_examples(page=True)
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         page = Page(out={"run": gr.State(None)})
@@ -205,8 +202,7 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
                    api_name: str | None = None, clears: bool = True) -> Any:
-        """`handler` writing a run on `trigger`, after a quick `clear_previous` and before `after_run`; an API
-        endpoint only when named."""
+        """`handler` writing a run on `trigger`, after `clear_previous`, before `after_run`; an endpoint if named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
             trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
@@ -286,8 +282,7 @@ def without_heading(markdown: str) -> str:
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a run, a comparison or a Stop: the run's file offered, and the run recorded among the branches
-    with the follow-up box under it."""
+    """After a run, a comparison or a Stop: the run's file offered, the run recorded, the follow-up box shown."""
     parts = page.parts
     event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
     event.then(recorded, inputs=[page.out["run"], parts["branches"], parts["fork"]],
