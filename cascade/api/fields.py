@@ -34,8 +34,7 @@ class ApiError(Exception):
 
 
 def shown(value: Any) -> str:
-    """A value as a refusal quotes it: JSON for a scalar, only the kind of a list or an object, a string cut
-    short and escaped to ASCII."""
+    """A value as a refusal quotes it: a scalar's JSON (a string cut short, in ASCII), a list's or object's kind."""
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list):
@@ -49,8 +48,7 @@ def shown(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Kind:
-    """What a field takes: a test, the words (and why) a refusal says, an object's `inner` fields (and
-    `required`), a list's `items`."""
+    """What a field takes: a test, a refusal's words (and why), an object's `inner` (`required`), a list's `items`."""
 
     words: str
     test: Callable[[Any], bool]

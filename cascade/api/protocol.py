@@ -1,12 +1,6 @@
-"""OpenAI's request and response shapes, and the engine's requests and events in them.
-
-Pure functions: a request body, its fields' types checked against `fields.py`'s tables, becomes the
-prompt and a `GenerationConfig` (`chat_request`, `completion_request`), and the engine's events become
-chunks and responses, each token with its writer (draft, target or lookup), the draft's perplexity and the
-rule's score in a `cascade` extension of the choice. A request refused is an `ApiError` (from `fields.py`,
-taken from here by the server and the tests). Nothing here runs a model or knows the web framework;
-`server.py` does both.
-"""
+"""OpenAI's request and response shapes, as pure functions: a checked body becomes a prompt and a
+`GenerationConfig` (`chat_request`, `completion_request`; else an `ApiError`), and the engine's events become chunks
+and responses, each token's writer, draft perplexity and rule score in a `cascade` extension of the choice."""
 
 from __future__ import annotations
 
@@ -52,9 +46,7 @@ class Request:
     chat: bool = True
 
 
-# ---- reading requests -------------------------------------------------------------------------------
-# Every field's type is checked first, against `fields.CHAT` or `fields.COMPLETION`; what follows reads
-# values whose types are known and judges what they mean.
+# ---- reading requests (each field's type checked first, against `fields.CHAT` or `fields.COMPLETION`) ----------
 
 def _text(content: str | list[dict[str, str]]) -> str:
     """A message's content: text, or text parts (`fields.MESSAGE` let no other part through)."""
@@ -62,10 +54,8 @@ def _text(content: str | list[dict[str, str]]) -> str:
 
 
 def conversation(messages: list[dict[str, Any]]) -> tuple[str, tuple[tuple[str, str], ...], str, str]:
-    """(system message, earlier turns, the user's last message, the answer's start) of a chat request.
-
-    System (or developer) messages come first; then user and assistant turns, ending with a user's message
-    or, to have the answer continue it, an assistant's."""
+    """(system message, earlier turns, the user's last message, the answer's start) of a chat request: system
+    messages first, then turns ending with a user's message or, for the answer to continue it, an assistant's."""
     system, turns = [], []
     for i, message in enumerate(messages):
         role, text = message["role"], _text(message["content"])
@@ -117,8 +107,7 @@ def _parse(values: dict[str, Any]) -> GenerationConfig:
 
 
 def refused(e: SettingError) -> ApiError:
-    """A refused setting as a 400 naming the field as the request gives it: a setting of the `cascade`
-    object by its path there (`cascade.budget must be between 0 and 1, got 2`), as a type error names it."""
+    """A refused setting as a 400 naming the field as the request gives it (`cascade.budget must be ...`)."""
     message = str(e)
     if e.name in EXTENSION_SETTINGS:
         path = f"cascade.{e.name}"
@@ -210,16 +199,13 @@ def chat_logprob(event: TokenEvent, top: int) -> dict[str, Any]:
     return entry
 
 
-def finish_reason(summary: Summary | None) -> str | None:
-    if summary is None:
-        return None
+def finish_reason(summary: Summary) -> str | None:
     return {"eos": "stop", "stop_string": "stop", "max_tokens": "length", "context_full": "length"}.get(
         summary.stop_reason)
 
 
 def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]:
-    """OpenAI's usage, with the big model's share, the speed and the drafts' counts (llama-server's names
-    draft_n and draft_n_accepted beside ours)."""
+    """OpenAI's usage, with the big model's share, the speed and the drafts' counts (llama-server's names too)."""
     c = summary.counts
     vs_target = summary.tokens_per_s / target_tokens_per_s if target_tokens_per_s else None
     return {"prompt_tokens": summary.prompt_tokens, "completion_tokens": c.n_tokens,
@@ -240,8 +226,7 @@ def drafts(counts: Counts) -> dict[str, int]:
 
 
 def budget(summary: Summary) -> dict[str, Any]:
-    """A token budget's account in `usage.cascade` (null without one): the share asked (`target_share` is the
-    share delivered), the threshold it meant in the rule's units, and the calibration it started from."""
+    """A token budget's account in `usage.cascade` (null without one): share asked, threshold meant, calibration."""
     account = summary.budget
     if account is None:
         return {"budget": None, "budget_threshold": None, "budget_source": None}
@@ -257,8 +242,7 @@ def timings(summary: Summary) -> dict[str, Any]:
 
 @dataclass
 class Stream:
-    """Turns one request's events into OpenAI chunks. Tokens that add no text yet (half a character)
-    wait, with their provenance, for the token that completes it."""
+    """One request's events as OpenAI chunks; a token that adds no text yet waits for the one that completes it."""
 
     request: Request
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
@@ -270,9 +254,9 @@ class Stream:
     def object(self) -> str:
         return "chat.completion.chunk" if self.request.chat else "text_completion"
 
-    def _chunk(self, choice: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    def _chunk(self, *choices: dict[str, Any], **extra: Any) -> dict[str, Any]:
         return {"id": self.id, "object": self.object, "created": self.created, "model": self.request.model,
-                "choices": [choice], **extra}
+                "choices": list(choices), **extra}
 
     def first(self) -> dict[str, Any] | None:
         """The chunk that opens a chat stream (the assistant's role), once."""
@@ -308,16 +292,14 @@ class Stream:
         return choice
 
     def last(self, summary: Summary, target_tokens_per_s: float | None) -> list[dict[str, Any]]:
-        """The closing chunks: the finish reason (with any waiting tokens and llama-server's timings), then
-        the usage chunk if asked."""
+        """The closing chunks: the finish reason (with waiting tokens and timings), then the usage if asked."""
         events, self.waiting = self.waiting, []
         closing = self.choice(events, finish_reason(summary))
         if self.request.chat:
             closing["delta"] = {} if not events else closing["delta"]
         out = [self._chunk(closing, timings=timings(summary))]
         if self.request.include_usage:
-            out.append({"id": self.id, "object": self.object, "created": self.created, "model": self.request.model,
-                        "choices": [], "usage": usage(summary, target_tokens_per_s)})
+            out.append(self._chunk(usage=usage(summary, target_tokens_per_s)))
         return out
 
 

@@ -1,9 +1,6 @@
-"""The API past one machine: replicas of the model pair on Ray Serve (`build`, `app_builder`, `deploy`).
-
-`Models` replicas each hold one pair and serve `create_api`'s routes; the `Gateway` ingress sends each
-request to one, again to another once if its replica died before answering, and answers 429 past the
-queue. docs/hosting.md tells the whole design. Ray is optional and imported only where it is used.
-"""
+"""The API past one machine (`build`, `app_builder`, `deploy`; docs/hosting.md): `Models` replicas on Ray Serve,
+each a pair behind `create_api`'s routes, and the `Gateway` ingress, which retries a dead replica's request once
+and answers 429 past the queue. Ray is optional and imported only where it is used."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ ATTEMPTS_HEADER = b"x-cascade-attempts"
 INSTALL = ("Ray Serve is not installed; install it with: pip install 'cascade-decoding[ray]' "
            "(from a checkout: pip install '.[ray]'), or pip install 'ray[serve]'")
 
-# one retry: a request that crashes llama.cpp would crash every replica it is sent to
-ATTEMPTS = 2
+ATTEMPTS = 2  # one retry: a request that crashes llama.cpp would crash every replica it is sent to
 # a replica going away finishes its answers first (Ray's default, 20 s, would cut a long CPU answer off)
 GRACEFUL_SHUTDOWN_S = 300.0
 # the parts of a request's scope an HTTP app reads (no server objects), sent to the replica
@@ -52,8 +48,7 @@ def require_ray() -> None:
 
 @dataclass(frozen=True)
 class Scaling:
-    """How many `Models` replicas, and what each asks of a node (None: its slots as the target of ongoing
-    requests, its models' threads as its CPUs)."""
+    """How many `Models` replicas, and what each asks of a node (None: its slots, its models' threads)."""
 
     min_replicas: int = 1
     max_replicas: int = 1
@@ -96,8 +91,7 @@ def error_json(message: str, code: str, kind: str = "server_error") -> bytes:
 
 
 class Models:
-    """One replica: a pair of models, loaded before Ray routes to it, behind `create_api`'s routes; its
-    answers name it in `X-Cascade-Replica`. `service` builds its EngineService."""
+    """One replica: a pair loaded before Ray routes to it, behind `create_api`'s routes; X-Cascade-Replica names it."""
 
     def __init__(self, flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None,
                  service: Callable[[ModelConfig], EngineService] = EngineService) -> None:
@@ -119,8 +113,8 @@ class Models:
             raise RuntimeError("the models are not loaded")
 
     async def asgi(self, request: dict[str, Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        """One HTTP request (its scope's plain parts and its body) through the app; yields the app's ASGI
-        messages in batches, as they come. Cancelled (the client left), the app hears a disconnect."""
+        """One HTTP request (plain scope and body) through the app, its ASGI messages yielded in batches as they
+        come; cancelled (the client left), the app hears a disconnect."""
         messages: asyncio.Queue = asyncio.Queue()
         left = asyncio.Event()
         body = [{"type": "http.request", "body": request["body"], "more_body": False}]
@@ -160,8 +154,7 @@ class Models:
 
 
 class Gateway:
-    """The ingress: every HTTP request, sent on to a `Models` replica (again to another, once, if its
-    replica died before answering; a stream cut mid-way ends with a `replica_lost` error chunk)."""
+    """The ingress: each request sent on to a replica (once more if it died before answering; `replica_lost`)."""
 
     def __init__(self, models: Any, api: ApiSettings | None = None) -> None:
         self.models = models  # a DeploymentHandle to `Models`
@@ -260,8 +253,7 @@ def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None
 
 
 def app_builder(args: Mapping[str, str] | None = None) -> Any:
-    """`build` for a Serve config file: `args` may give `replicas` ("N" or "MIN:MAX"), `target_ongoing` and
-    `replica_cpus`; the models come from the application's CASCADE_* env_vars."""
+    """`build` for a Serve config file (`args`: replicas, target_ongoing, replica_cpus; models from CASCADE_*)."""
     args = dict(args or {})
     unknown = set(args) - {"replicas", "target_ongoing", "replica_cpus"}
     if unknown:
@@ -285,9 +277,8 @@ def local_paths(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 def deploy(flags: Mapping[str, Any], scaling: Scaling, host: str = "127.0.0.1", port: int = 8000,
            address: str | None = None) -> str:
-    """Starts Ray (`address`: join that cluster; None: a local one), serves the application at host:port
-    and returns the API's base URL once every replica is loaded. This `cascade` package travels to the
-    replicas; the nodes need its dependencies installed."""
+    """Start Ray (`address`: join that cluster; None: a local one) with this package for the replicas, serve the
+    application at host:port, and return the API's base URL once every replica is loaded."""
     require_ray()
     import ray
     from ray import serve
