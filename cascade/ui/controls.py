@@ -35,7 +35,7 @@ BY_THRESHOLD_LABEL = "Set a threshold instead"
 
 def trained_on(router: Any) -> str | None:
     """The model pair a router was trained on, as the rule's help names it (None without a router)."""
-    return getattr(router, "trained_on", None) if router is not None else None
+    return getattr(router, "trained_on", None)
 
 
 def current_router(source: RouterSource | None) -> Any:
@@ -59,7 +59,7 @@ def prompt_controls(examples: Sequence[Example]) -> dict[str, Component]:
     }
 
 
-def mode_control(examples: Sequence[Example] = (), render: bool = True) -> dict[str, Component]:
+def mode_control(examples: Sequence[Example], render: bool) -> dict[str, Component]:
     """Chat or raw: the first example's, or the page's start."""
     chat = examples[0].chat if examples else PAGE_START.chat
     return {"mode": gr.Radio([("Chat: the model answers", "chat"), ("Raw: the model continues the text", "raw")],
@@ -106,16 +106,12 @@ def page_start(has_router: bool) -> GenerationConfig:
     return PAGE_START.replace(rule="learned", threshold=RULE_TABLE["learned"].default)
 
 
-def start_percent(start: GenerationConfig = PAGE_START) -> float:
-    """Where the share's slider starts: the start's share in percent, else 10%."""
-    return round(100 * start.budget, 2) if start.budget is not None else 10.0
-
-
-def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Component], ShareControls]:
+def share_controls(start: GenerationConfig) -> tuple[dict[str, Component], ShareControls]:
     """The request's `budget` (hidden) and `threshold` controls, and the parts that set them."""
     by_share = start.budget is not None
+    percent = round(100 * start.budget, 2) if by_share else 10.0  # the slider's start without a share: 10%
     with gr.Group(elem_classes="cascade-share-box"):
-        share = gr.Slider(0, 100, value=start_percent(start), step=1, label=SHARE_LABEL, visible=by_share,
+        share = gr.Slider(0, 100, value=percent, step=1, label=SHARE_LABEL, visible=by_share,
                           info="In % of the tokens: those the small model is least sure of go to the big model, "
                                "about this share of them (the threshold moves as the answer is written to keep it). "
                                "Move it after a run to see a what-if.", elem_classes="cascade-share")
@@ -132,9 +128,8 @@ def share_controls(start: GenerationConfig = PAGE_START) -> tuple[dict[str, Comp
     return {"budget": budget, "threshold": threshold}, ShareControls(share, by_threshold, threshold_box, bar)
 
 
-def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareControls]:
-    """The controls of every setting a visitor may change, by field name, at `page_start`, and the share's
-    parts; the learned rule is offered only with a `router`."""
+def settings_controls(router: Any) -> tuple[dict[str, Component], ShareControls]:
+    """Every setting's control by field, at `page_start`, and the share's parts; the learned rule needs `router`."""
     seed_meta = limits(GenerationConfig, "seed")
     start = page_start(router is not None)
     policies = [(rulewords.policy_label(p.name), p.name) for p in offered_policies()]
@@ -169,8 +164,7 @@ def settings_controls(router: Any = None) -> tuple[dict[str, Component], ShareCo
 # ---- the share: a percent slider and a tick, setting the request's budget in the browser ---------------
 
 def share_js(direction: str) -> str:
-    """The browser-side step between the share's controls and the budget: "to_budget" (share / 100, or null
-    when ticked) or "from_budget" (the slider and the tick follow a budget set any other way)."""
+    """The browser step "to_budget" (share / 100, null when ticked) or "from_budget" (the controls follow it)."""
     if direction == "to_budget":
         return "(share, byThreshold) => byThreshold ? null : Math.round(Number(share) * 100) / 10000"
     return ("(budget, share) => (budget === null || budget === undefined || budget === '' || isNaN(Number(budget)))"
@@ -185,8 +179,7 @@ def shown_by(by_threshold: Any) -> tuple:
 
 # ---- the threshold's bar: even steps on the rule's own scale -------------------------------------------
 
-# Gradio's slider is linear; a bar of BAR_STEPS even steps, logarithmic where the rule is, drives the
-# (hidden) threshold slider in the browser, so perplexity's 1 to 10 is half its bar.
+# A bar of even steps, logarithmic where the rule is, drives the hidden (linear) threshold slider.
 BAR_STEPS = 1000
 
 
@@ -208,7 +201,7 @@ def bar_position(rule: str, threshold: float) -> int:
     return round(f * BAR_STEPS)
 
 
-def threshold_bar(start: GenerationConfig = PAGE_START) -> gr.Slider:
+def threshold_bar(start: GenerationConfig) -> gr.Slider:
     """The bar a visitor drags to set the threshold (its number and label are the threshold slider's)."""
     return gr.Slider(0, BAR_STEPS, value=bar_position(start.rule, start.threshold), step=1,
                      label="the threshold's bar", show_label=False, container=False,
@@ -233,8 +226,8 @@ _BAR_FUNCTIONS = """
 
 
 def bar_js(direction: str) -> str:
-    """The browser-side step of the bar: "to_threshold" (dragged) or "to_bar" (the threshold set elsewhere;
-    the bar stays if it already stands there, so rounding never pulls a drag back)."""
+    """The bar's browser step: "to_threshold" (dragged) or "to_bar" (kept where it stands, so rounding never
+    pulls a drag back)."""
     body = ("return toThreshold(bar, rule);" if direction == "to_threshold" else
             "return toThreshold(bar, rule) === Number(threshold) ? bar : toBar(threshold, rule);")
     functions = _BAR_FUNCTIONS.replace("__SCALES__", json.dumps(bar_scales())).replace("__STEPS__", str(BAR_STEPS))
