@@ -195,7 +195,7 @@ def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> di
     if whatif is None:
         title = "How unsure was the small model, token by token"
     elif other:
-        title = f"What-if by {rulewords.plain_name(shown, short=True)}"
+        title = f"What-if by {rulewords.plain_name(shown)}"
     else:
         title = "What-if: who would have written each token"
     layout = {
@@ -258,7 +258,7 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
     `break_even` a dashed line; traces' `meta`: "curve", "run", "break_even"."""
     traces = []
     for name, curve in curves.items():
-        rule_name = rulewords.plain_name(name, short=True)
+        rule_name = rulewords.plain_name(name)
         text = []
         for share, agreed, threshold in zip(curve.shares, curve.agreements, curve.thresholds):
             at = "" if threshold is None else f" at threshold {fmt_threshold(round(threshold, 4))}"

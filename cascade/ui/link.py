@@ -50,8 +50,8 @@ def page_defaults() -> dict[str, Any]:
 
 
 def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSettings:
-    """The controls' values a link's query parameters name, each checked on its own (the threshold in the units
-    of the link's rule, a threshold with no budget deciding alone). `rules`: the rules the page offers."""
+    """The controls' values a link names, each checked alone (a threshold in its rule's units, deciding alone
+    without a budget); `rules`: those the page offers."""
     values: dict[str, Any] = {}
     problems: list[str] = []
     defaults = page_defaults()
@@ -109,9 +109,8 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
 
 
 def copy_link_js() -> str:
-    """The browser-side function of "Copy link": the page's URL with the controls' values that differ from the
-    page's start (the request, rule, threshold and budget always, so the link means the same later), copied
-    and shown; past LINK_LIMIT characters, a sentence saying to download the run instead."""
+    """The browser side of "Copy link": the URL with the values that differ from the page's start (the request and
+    its decision always), copied and shown; past LINK_LIMIT, a sentence saying to download the run instead."""
     names, defaults = json.dumps(list(GENERATE_INPUTS)), json.dumps(page_defaults())
     always = json.dumps(["prompt", "mode", "policy", "rule", "threshold", "budget"])
     too_long = json.dumps(f"This link would be more than {LINK_LIMIT:,} characters long, too long to be "
@@ -136,8 +135,7 @@ def copy_link_js() -> str:
 # ---- opening a link ----------------------------------------------------------------------------------
 
 def make_apply_link(router: RouterSource | None = None):
-    """On load: the controls a link's query parameters set (a rule with its own slider; none, the page's start
-    as it is now), a message about them, and whether to run."""
+    """On load: the controls a link sets (a rule with its own slider), a message about them, and whether to run."""
 
     def apply_link(request: gr.Request) -> tuple:
         loaded = current_router(router)

@@ -75,8 +75,8 @@ WORDS: dict[str, Words] = {
 }
 
 
-def plain_name(rule: Rule | str, short: bool = False) -> str:
-    """The rule in a sentence: "the margin rule", "the learned router"; `short` (a legend's) says the same."""
+def plain_name(rule: Rule | str) -> str:
+    """The rule in a sentence or a legend: "the margin rule", "the learned router"."""
     name = as_rule(rule).name
     return "the learned router" if name == "learned" else f"the {name} rule"
 
@@ -95,7 +95,7 @@ def offered(has_router: bool) -> tuple[str, ...]:
     return tuple(name for _, name in choices(has_router))
 
 
-def rule_info(rule: Rule | str, trained_on: str | None = None) -> str:
+def rule_info(rule: Rule | str, trained_on: str | None) -> str:
     """The line under the dropdown: what the chosen rule reads (and, for learned, its router's pair)."""
     rule = as_rule(rule)
     info = WORDS[rule.name].reads
@@ -129,10 +129,9 @@ def side(rule: Rule | str, verdict: bool) -> str:
     return word if verdict else f"not {word}"
 
 
-def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdict: bool | None,
-                 named: bool = True, budget: float | None = None) -> str:
-    """One line on what a what-if by `rule` decided at a position whose number was `score`. `named`:
-    say which rule (when it is not the run's own); `budget`: the share that set `threshold` here, if one did."""
+def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdict: bool | None, named: bool,
+                 budget: float | None) -> str:
+    """What a what-if by `rule` (`named`: say it) decided at a position of `score`; `budget`: the share, if any."""
     rule = as_rule(rule)
     by = f" by {plain_name(rule)}" if named else ""
     if verdict is None:

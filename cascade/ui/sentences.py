@@ -227,7 +227,7 @@ def rules_sentence(curves: dict, break_even: float | None, agreement: float = 0.
         return "There is no curve to draw: the big model wrote no token for this request."
     clauses, said = [], False
     for name, curve in curves.items():
-        who = rulewords.plain_name(name, short=True)
+        who = rulewords.plain_name(name)
         share = curve.share_at(agreement)
         if share is None:
             clauses.append(f"{who} never reaches {goal} here")
