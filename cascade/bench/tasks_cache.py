@@ -25,8 +25,7 @@ def cache_root() -> Path:
 
 
 def file_identity(path: Path) -> str:
-    """A model file by its name, size and the hash of its first and last MiB: renaming a copy keeps
-    nothing, and a file changed in place is not mistaken for the old one."""
+    """A model file by its name, size and the hash of its first and last MiB."""
     size = path.stat().st_size
     digest = hashlib.sha256()
     with open(path, "rb") as f:

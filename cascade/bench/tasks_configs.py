@@ -14,8 +14,7 @@ from .tasks import TasksError
 
 @dataclass(frozen=True)
 class Configuration:
-    """One way of writing the answers: a policy with the settings it reads (its rule, and its threshold or a
-    budget, which sets the threshold as it writes; its k)."""
+    """One way of writing the answers: a policy with the settings it reads (rule, threshold or budget, k, span)."""
 
     config: GenerationConfig
 
@@ -63,8 +62,7 @@ class Configuration:
         return " ".join(parts)
 
     def settings(self) -> dict[str, Any]:
-        """The settings that decide this configuration's answers (the others are left out, so that, say,
-        the target alone is one configuration whatever threshold was asked)."""
+        """The settings that decide this configuration's answers, and no others (they key the cache)."""
         names = ["policy", "max_tokens", "temperature", "top_p", "top_k", "seed",
                  *(name for name in self.reads if name != "budget")]
         if "threshold" in self.reads:
@@ -121,16 +119,14 @@ def _check_budget(_rule: str, budget: float) -> None:
 
 
 def parse_budgets(items: Sequence[str | float], rules: Sequence[str]) -> dict[str, list[float]]:
-    """--budgets: shares of the tokens for the big model, each from 0 to 1: "0.1" for every rule given, or
-    "learned:0.05,0.2" for one."""
+    """--budgets: big-model shares from 0 to 1, "0.1" for every rule given, or "learned:0.05,0.2" for one."""
     return _per_rule("--budgets", items, rules, _check_budget)
 
 
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
                    ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = (),
                    spans: Sequence[str] = ("token",)) -> list[Configuration]:
-    """Every configuration asked for (each policy with each setting it reads, else its defaults), the target
-    alone first."""
+    """Every configuration asked for (each policy at each setting it reads), the target alone first."""
     for policy in policies:
         if policy not in POLICY_TABLE:
             raise TasksError(f"unknown policy {policy!r}; choose among {', '.join(POLICY_TABLE)}")

@@ -24,8 +24,7 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 def flips(r: Mapping[str, Any]) -> str:
-    """Against the target alone: "+2 −5 (p 0.45)", the problems gained and lost and McNemar's exact p; "—"
-    for the target itself (or a report written before paired statistics)."""
+    """Against the target alone: "+2 −5 (p 0.45)", problems gained and lost, McNemar's p; "—" without a pairing."""
     paired = r.get("paired")
     if not paired:
         return "—"
@@ -33,8 +32,7 @@ def flips(r: Mapping[str, Any]) -> str:
 
 
 def same_text(r: Mapping[str, Any]) -> str:
-    """How many answers are the target alone's word for word ("160/164"); "—" for the target itself (or a
-    report written before texts were compared)."""
+    """How many answers are the target alone's word for word ("160/164"); "—" without a comparison."""
     paired = r.get("paired")
     if not paired or "same_text" not in paired:
         return "—"
@@ -42,8 +40,7 @@ def same_text(r: Mapping[str, Any]) -> str:
 
 
 def spread(r: Mapping[str, Any]) -> str:
-    """The big model's share of each answer, 10th to 90th percentile ("5–18%"); "—" where it wrote every token
-    or none (or a report written before the spread was kept)."""
+    """The big model's share of each answer, 10th to 90th percentile ("5–18%"); "—" for all, none or unknown."""
     p = r.get("share_spread")
     if not p or r["policy"] in ("target", "draft"):
         return "—"
@@ -66,8 +63,7 @@ def markdown(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def head_to_head(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Rules against each other at the same budget, policy and grain: the problems one solved and the other
-    did not, and McNemar's exact p."""
+    """Rules against each other at the same budget, policy and grain: problems only one solved, McNemar's p."""
     from .tasks_results import flips, mcnemar_exact
 
     groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
@@ -101,12 +97,11 @@ def head_to_head_markdown(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _series(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Configurations grouped into the curves the charts draw: one per policy and rule, a rule's budgets apart
-    from its thresholds."""
+    """The charts' curves: one per policy and rule, a rule's budgets apart from its thresholds."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in results:
         name = r["policy"] if r["rule"] is None else f"{r['policy']}, {r['rule']}"
-        if r.get("budget") is not None:  # reports written before budgets have no such key
+        if r.get("budget") is not None:
             name += ", budgets"
         groups[name].append(r)
     return groups

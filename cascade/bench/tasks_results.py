@@ -88,8 +88,7 @@ class ConfigResult:
 
     @property
     def share_spread(self) -> tuple[float, float, float] | None:
-        """The big model's share of each answer's tokens: 10th, 50th and 90th percentiles over the answers (how
-        evenly a rule or a budget spreads the big model's work); None without answers."""
+        """The 10th, 50th and 90th percentiles of the big model's share of each answer; None without answers."""
         shares = [a.n_target_tokens / a.n_tokens for a in self.answers if a.n_tokens]
         if not shares:
             return None
@@ -125,7 +124,8 @@ class ConfigResult:
         c = self.configuration
         return {"label": c.label, "policy": c.policy, "rule": c.rule, "threshold": c.threshold, "budget": c.budget,
                 "k": c.k, "n_tasks": self.n_tasks, "passed": self.passed, "pass_at_1": self.pass_at_1,
-                "target_share": self.target_share, "share_spread": self.share_spread, "tokens_per_s": self.tokens_per_s, "vs_target": self.vs_target,
+                "target_share": self.target_share, "share_spread": self.share_spread,
+                "tokens_per_s": self.tokens_per_s, "vs_target": self.vs_target,
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
                 "mean_tokens": self.mean_tokens, "n_tokens": self.n_tokens, "wall_s": self.wall_s,
                 "failures": self.failures, "cached": sum(a.cached for a in self.answers),
@@ -139,8 +139,7 @@ class ConfigResult:
 
 @dataclass(frozen=True)
 class Paired:
-    """A configuration's answers beside the target alone's: problems `gained` and `lost`, McNemar's exact `p`
-    (1.0 when none flipped), and those `differing` from the target's text word for word."""
+    """Answers beside the target alone's: problems `gained`, `lost`, McNemar's `p`, and texts `differing`."""
 
     gained: tuple[str, ...]
     lost: tuple[str, ...]
@@ -157,8 +156,7 @@ class Paired:
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """McNemar's exact test, two-sided: under "neither way is likelier", the discordant pairs split as a fair
-    coin's tosses, and p is the chance of a split at least as uneven as b to c."""
+    """McNemar's exact two-sided p: the chance that fair coin tosses split b + c as unevenly as b to c."""
     n = b + c
     if n == 0:
         return 1.0
@@ -167,8 +165,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def flips(base: Mapping[str, bool], other: Iterable[tuple[str, bool]]) -> tuple[tuple[str, ...], tuple[str, ...], int]:
-    """Over the problems both answered (task id: solved), in the other's order: those the other solved and the
-    base did not, those the base solved and the other did not, and how many both answered."""
+    """Over the problems both answered (task id: solved), in the other's order: gained, lost, and how many."""
     common = [(task_id, ok) for task_id, ok in other if task_id in base]
     return (tuple(t for t, ok in common if ok and not base[t]), tuple(t for t, ok in common if base[t] and not ok),
             len(common))
@@ -184,8 +181,7 @@ def paired(target: ConfigResult, other: ConfigResult) -> Paired:
 
 
 def with_speed_ratios(results: list[ConfigResult]) -> list[ConfigResult]:
-    """Each configuration's tokens/s over the target alone's on the same tasks, and its `Paired` against the
-    target alone's answers."""
+    """Each configuration's speed over the target alone's on the same tasks, and its `Paired` against it."""
     target = next((r for r in results if r.configuration.policy == "target"), None)
     if target is None:
         return results

@@ -1,6 +1,5 @@
-"""Every configuration over the tasks (`python -m cascade tasks`), each answer checked in the sandbox
-(THIS RUNS MODEL-WRITTEN CODE) and cached: within a task every configuration in turn, so each speed is
-measured on the same machine state as the target's it is divided by."""
+"""Every configuration over the tasks (`python -m cascade tasks`), each answer checked in the sandbox (THIS RUNS
+MODEL-WRITTEN CODE) and cached; all configurations in turn within a task, so speeds share the machine's state."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def run_tasks(tasks: Sequence[Task], configurations: Sequence[Configuration], st
               engine: Callable[[], Any], setup: Setup, cache: AnswerCache,
               timeout_s: float = sandbox.DEFAULT_TIMEOUT_S, memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
               bar: Any = None) -> list[ConfigResult]:
-    """Every configuration's answer to every task, from the cache, else written by `engine()` (asked for only
-    then) and checked; `bar`: a tqdm-like progress bar, or None."""
+    """Every configuration's answer to every task, cached or written by `engine()` and checked; `bar`: tqdm's."""
     results = [ConfigResult(c) for c in configurations]
     keys = [cache_key(setup, c, style) for c in configurations]
     for task in tasks:
@@ -53,8 +51,7 @@ def run_tasks(tasks: Sequence[Task], configurations: Sequence[Configuration], st
 
 
 class LazyEngine:
-    """The engine, loaded the first time an answer is not in the cache (a warm cache loads no model);
-    calibrated at load when a configuration is `auto`, as the command line's generate does."""
+    """The engine, loaded when an answer is first not in the cache; calibrated at load for `auto`."""
 
     def __init__(self, models: ModelConfig, router: Any, calibrate: bool, log: Callable[[str], None]) -> None:
         self.models, self.router, self.calibrate, self.log = models, router, calibrate, log
@@ -75,10 +72,9 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
                    style: PromptStyle, *, source: str, cache: bool = True,
                    timeout_s: float = sandbox.DEFAULT_TIMEOUT_S, memory_mb: int = sandbox.DEFAULT_MEMORY_MB,
                    command: Sequence[str] = (), log: Callable[[str], None] = lambda _m: None,
-                   shares: Sequence[float] = (), share_policies: Sequence[str] = ("cascade",),
-                   share_rules: Sequence[str] = ("perplexity",)) -> dict[str, Any]:
-    """Every configuration on the tasks, as the JSON `tasks --json` writes; `shares` adds `share_policies` with
-    `share_rules` at the thresholds sending about these shares to the big model (`tasks_shares.py`)."""
+                   shares: Sequence[float] = (), share_rules: Sequence[str] = ("perplexity",)) -> dict[str, Any]:
+    """Every configuration on the tasks, as `tasks --json` writes it; `shares` adds cascade with `share_rules` at
+    the thresholds sending about these shares to the big model (`tasks_shares.py`)."""
     from tqdm import tqdm
 
     from ..engine.models import resolve_model
@@ -97,7 +93,7 @@ def run_and_report(models: ModelConfig, tasks: Sequence[Task], configs: Sequence
     if shares:  # the thresholds are read off the target alone's answers, so those are written first
         (target,) = run_tasks(tasks, configurations(["target"], max_tokens=max_tokens), style, engine, setup, answers)
         chosen = share_thresholds(engine, tasks, style, target, setup, answers, share_rules, shares, log)
-        configs = distinct([*configs, *configurations(share_policies, share_rules, chosen, max_tokens=max_tokens)])
+        configs = distinct([*configs, *configurations(["cascade"], share_rules, chosen, max_tokens=max_tokens)])
     started = time.perf_counter()
     with tqdm(total=len(tasks) * len(configs), unit="answer", desc="tasks", dynamic_ncols=True,
               mininterval=1.0) as bar:

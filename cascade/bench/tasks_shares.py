@@ -17,8 +17,7 @@ SHARES_VERSION = 2  # 2: thresholds rounded only as far as they send the same po
 
 def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle,
                           target: ConfigResult, rules: Sequence[str], shares: Sequence[float]) -> dict[str, list[float]]:
-    """For each rule, the thresholds that send about these shares of the tokens to the big model on these
-    tasks (`curves.rule_curves` over teacher forcing)."""
+    """Each rule's thresholds sending about these shares to the big model (`rule_curves` over teacher forcing)."""
     from ..routing.curves import rule_curves
 
     positions = []
@@ -41,8 +40,7 @@ def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], styl
 
 
 def readable_threshold(rule: Rule, threshold: float, scores: Sequence[float]) -> float:
-    """The threshold with the fewest significant digits (three at least) that escalates exactly the positions
-    it does (on code, perplexities crowd within a thousandth of 1)."""
+    """The threshold with the fewest significant digits (three at least) that escalates exactly the same positions."""
     sent = [rule.escalates(s, threshold) for s in scores]
     for digits in range(3, 13):
         rounded = float(f"{threshold:.{digits}g}")
@@ -54,8 +52,7 @@ def readable_threshold(rule: Rule, threshold: float, scores: Sequence[float]) ->
 def share_thresholds(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle, target: ConfigResult,
                      setup: Setup, cache: AnswerCache, rules: Sequence[str], shares: Sequence[float],
                      log: Callable[[str], None]) -> list[str]:
-    """`thresholds_for_shares` as --thresholds items ("margin:0.1"), kept in the cache beside the answers.
-    `target`: the target alone's answers to `tasks`."""
+    """`thresholds_for_shares` as --thresholds items ("margin:0.1"), cached beside the target alone's answers."""
     key = hashlib.sha256(json.dumps([SHARES_VERSION, cache_key(setup, target.configuration, style), setup.router,
                                      [t.task_id for t in tasks], list(rules), list(shares)]).encode()).hexdigest()[:24]
     path = cache.root / f"shares-{key}.json" if cache.root is not None else None
