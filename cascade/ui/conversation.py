@@ -1,7 +1,5 @@
-"""A conversation's earlier turns: as the engine reads them (`GenerationConfig.history`, kept as JSON in
-a hidden field a link can carry) and as the page shows them (`Turn`, with its run's colours where the page
-has it, else its text alone).
-"""
+"""A conversation's earlier turns: as the engine reads them (`GenerationConfig.history`, JSON in a hidden field
+a link can carry) and as the page shows them (`Turn`, in its run's colours where the page has it)."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ class Turn:
 
 
 def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
-    """The turns of `history`, each with its run where `previous` (the run shown) or its earlier turns
-    wrote that very question and answer."""
+    """The turns of `history`, each with its run where `previous` (the run shown) or its turns wrote it."""
     known: list[Turn] = []
     if previous is not None and not previous.running:
         known = list(previous.earlier) + [Turn(previous.prompt, previous.answer, previous)]
@@ -63,8 +60,6 @@ def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
 _QUESTION_STYLE = ("margin:10px 0 4px;padding:6px 10px;border-radius:8px;background:rgba(63,111,181,.08);"
                    "white-space:pre-wrap;word-break:break-word")
 _EARLIER_STYLE = TEXT_STYLE + ";min-height:0;opacity:.92"
-
-
 _SHOW_STYLE = (f"float:right;margin-left:10px;font-size:.85em;color:{GREY};cursor:pointer;"
                "text-decoration:underline dotted")
 
@@ -86,8 +81,7 @@ def latest_html(number: int, question: str, panel: str) -> str:
 
 
 def conversation_panel(earlier: Sequence[Turn]) -> str:
-    """The earlier turns above the latest answer, a panel of their own, drawn when the conversation changes
-    rather than with every picture of the answer being written (their HTML is large)."""
+    """The earlier turns above the latest answer, drawn when the conversation changes (their HTML is large)."""
     return f'<div class="cascade-conversation">{earlier_html(earlier, selectable=True)}</div>' if earlier else ""
 
 

@@ -22,8 +22,8 @@ def _lines(text: str) -> list[str]:
 
 
 def parts(text: str) -> list[tuple[str, int, int]]:
-    """`text` cut into (kind, start, end), in order and covering it; kind is "prose", "open" (a fence's line),
-    "code" or "close". A fence not closed yet runs to the end of the text."""
+    """`text` cut into (kind, start, end) covering it: "prose", "open" (a fence), "code", "close"; an open fence
+    runs to the end."""
     out: list[tuple[str, int, int]] = []
 
     def add(kind: str, start: int, end: int) -> None:
@@ -49,8 +49,7 @@ def parts(text: str) -> list[tuple[str, int, int]]:
 # ---- where two texts differ -------------------------------------------------------------------------
 
 def _units(text: str) -> list[tuple[str, str]]:
-    """(kind, text) units to compare: prose as words and the whitespace between them, fenced code (its
-    fences included) as whole lines."""
+    """(kind, text) units to compare: prose as words and whitespace, fenced code (fences too) as lines."""
     units: list[tuple[str, str]] = []
     for kind, start, end in parts(text):
         chunk = text[start:end]
@@ -75,8 +74,7 @@ def _changes(ua: list, ub: list) -> list[tuple[str, int, int, int, int]]:
 
 
 def pieces(a: str, b: str) -> list[tuple[str, str, str]]:
-    """Where `b` differs from `a`, as (op, kind, text): op equal/delete/insert, kind "prose" or "code".
-    The equal and delete pieces join to `a`, the equal and insert ones to `b`; deletes come first."""
+    """(op, kind, text) pieces: equal+delete join to `a`, equal+insert to `b`, deletes first; kind prose/code."""
     ua, ub = _units(a), _units(b)
     out: list[tuple[str, str, str]] = []
 
@@ -123,8 +121,7 @@ _APART = ";margin-left:.35em"
 
 
 def diff_html(a: str, b: str) -> str:
-    """The two texts as one, escaped: deletions struck through in red, insertions underlined in green,
-    fenced code by whole lines."""
+    """The two texts as one, escaped: deletions struck in red, insertions underlined in green, code by lines."""
     out: list[str] = []
     previous = None
     for op, kind, text in pieces(a, b):

@@ -1,8 +1,5 @@
-"""Is sharing worth it? One sentence from the measured pass rates on coding problems, beside the speed.
-
-The figures come from the shipped results (`cascade/results/*.json`, written by `cascade tasks --json`):
-both models alone, and the measured configuration nearest the run's.
-"""
+"""Is sharing worth it? One sentence from the shipped pass rates on coding problems (`cascade/results/*.json`,
+by `cascade tasks --json`): both models alone, and the measured configuration nearest the run's."""
 
 from __future__ import annotations
 
@@ -62,8 +59,8 @@ def _by_share(result: dict[str, Any], config: GenerationConfig) -> bool:
 
 
 def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
-    """How far a measured configuration is from the config, relative (0: the same; inf: not comparable):
-    by budget or share, else by threshold (a budget's result is no threshold's neighbour), else by k."""
+    """A result's relative distance from the config (0 same, inf not comparable): by budget or share, else
+    threshold (a budget's result is no threshold's neighbour), else k."""
     budget = result.get("budget")  # older reports have no budget
     if config.budget is not None and budget is not None:
         return abs(budget - config.budget) / max(config.budget, 1e-9)
@@ -79,8 +76,7 @@ def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
 
 
 def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report, dict[str, Any]] | None:
-    """The measured configuration nearest the config, in a report that also has both models alone (the
-    baselines then count the same problems); ties go to the most problems."""
+    """The nearest measured configuration in a report with both models alone; ties go to the most problems."""
     found = [(report, r) for report in reports if report.result("target") and report.result("draft")
              for r in report.candidates(config) if _distance(r, config) < math.inf]
     return min(found, key=lambda pair: (_distance(pair[1], config), -pair[1]["n_tasks"]), default=None)
@@ -96,15 +92,14 @@ def pair_words(draft: str, target: str) -> str:
     return f"{draft} → {target}"
 
 
-def _setting(result: dict[str, Any], config: GenerationConfig | None = None) -> str:
+def _setting(result: dict[str, Any], config: GenerationConfig) -> str:
+    rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
     if result.get("budget") is not None:
-        rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
         return (f"with a budget of {pct(result['budget'])}{rule}, where the big model wrote "
                 f"{100 * result['target_share']:.1f}% of the tokens")
     if result["threshold"] is not None:
-        rule = f" ({result['rule']} rule)" if result["rule"] != "perplexity" else ""
         share = (f", where the big model wrote {pct(result['target_share'])} of the tokens"
-                 if config is not None and _by_share(result, config) else "")
+                 if _by_share(result, config) else "")
         return f"at threshold {result['threshold']:g}{rule}{share}"
     if result["k"] is not None:
         return f"with k={result['k']}"
