@@ -98,7 +98,9 @@ def test_no_probe_when_the_drafts_catch_up_costs_too_much():
 def test_after_calibration_the_first_request_writes_the_predicted_way_from_its_first_round(toy):
     from cascade import Engine, ModelConfig, load_pair
 
-    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)))
+    # Two threads, not TOY_THREADS: on one the toy pair's ways nearly tie, and the costs the request measures
+    # before choosing tipped its first way in one run of six.
+    engine = Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=2, n_ctx=512)))
     engine.calibrate()
     tuner = engine.tuner
     assert None not in (tuner.draft_step.value, tuner.target_step.value, tuner.target_extra.value,
