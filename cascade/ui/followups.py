@@ -39,8 +39,7 @@ def followup_box(run: Run | None) -> Any:
 
 
 def conversation_line(history: Any, shown: Run | None = None) -> tuple:
-    """On a change of the history field: the row by the prompt (shown while a conversation goes on), its
-    line, and the earlier turns' panel, coloured where `shown` (the run on the page) has their runs."""
+    """The history field changed: the conversation's row, its line, the earlier turns' panel (`shown` colours it)."""
     try:
         turns = conversation.parse_history(history)
     except ValueError as e:

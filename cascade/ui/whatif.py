@@ -14,8 +14,7 @@ from .run import WHATIF_OUTPUTS, Run, Update, pictures
 
 
 def whatif_update(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None) -> Update:
-    """The finished run re-coloured at `budget` (0 to 1) or else `threshold`, by `rule` (None: the run's);
-    an empty Update (the page left alone) during a run or for a value it cannot use."""
+    """The finished run re-coloured at `budget` or else `threshold` by `rule` (None: the run's); else Update()."""
     if run is None or run.running or not run.events:
         return Update()
     try:
@@ -34,8 +33,7 @@ def whatif(threshold: Any, run: Run | None, rule: Any = None, budget: Any = None
 
 
 def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None, budget: Any = None) -> tuple:
-    """Another rule chosen: its help line, the slider in its units (the run's own threshold for the run's
-    rule), and the finished run re-coloured by it (`whatif_update`)."""
+    """Another rule chosen: its help line, the slider in its units (the run's threshold for its own), the what-if."""
     if rule not in RULE_TABLE:
         return (gr.skip(), gr.skip()) + Update().values(WHATIF_OUTPUTS)
     props = rulewords.slider_props(rule)
