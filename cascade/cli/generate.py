@@ -82,8 +82,7 @@ def describe(summary: Summary) -> str:
 
 
 def describe_budget(summary: Summary) -> str:
-    """A token budget's account, as a sentence of its own (empty without one): the share asked, the share
-    delivered, and the threshold it meant."""
+    """A token budget's account on a line of its own (empty without one): share asked and delivered, threshold."""
     budget = summary.budget
     if budget is None:
         return ""
@@ -95,8 +94,7 @@ def describe_budget(summary: Summary) -> str:
 
 def save_run(path: Path, prompt: str, config: GenerationConfig, events: list[TokenEvent], summary: Summary | None,
              models: ModelConfig, draft_path: Path | None = None) -> None:
-    """Write the run as one self-contained HTML file (`cascade.ui.runfile`), as the page keeps it (a budget's
-    threshold starting from the draft file's calibration)."""
+    """Write the run as one self-contained HTML file (`ui.runfile`), as the page keeps it."""
     from ..routing.budget import calibration_for
     from ..ui.runfile import machine_info, model_names, now, run_html
 

@@ -1,6 +1,5 @@
-"""`python -m cascade serve ...`: the OpenAI-compatible API for chat apps, on the serving layer's engine
-pool; the models load in the background while the server already answers. With `--ray`, the same API on
-replicas of the pair on Ray Serve (`api/replicas.py`), an optional install."""
+"""`python -m cascade serve ...`: the OpenAI-compatible API, answering while the models load in the background;
+with `--ray`, on replicas of the pair on Ray Serve (`api/replicas.py`, an optional install)."""
 
 from __future__ import annotations
 

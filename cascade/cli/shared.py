@@ -16,8 +16,7 @@ from ..routing.router import load_router, router_words
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its name and line in `python -m cascade --help`, its flags, and what it does (an exit
-    status; ModelError and ValueError become `error: ...` in `main`)."""
+    """One subcommand: its name and `--help` line, its flags, and what it does (returning an exit status)."""
 
     name: str
     help: str
@@ -31,8 +30,7 @@ def log(msg: str) -> None:
 
 
 def load_engine(models: ModelConfig, *, router: bool = True, quiet: bool = False) -> Engine:
-    """Both models (and the learned rule's router, unless `router` is False), saying each step on stderr
-    unless `quiet`."""
+    """Both models and (with `router`) the router, each step said on stderr unless `quiet`."""
     pair = load_pair(models, progress=(lambda _msg: None) if quiet else (lambda msg: log(f"[{msg}]")))
     if not router:
         return Engine(pair)

@@ -1,3 +1,1 @@
-"""Serving the engine to the page and to the API alike: the shared engine pool (loading, warm-up, leasing),
-the one event pump from a generation's thread to its reader, the process's settings, and the words a
-visitor is told."""
+"""What the page and the API share: the engine pool, the event pump, the process's settings, a visitor's words."""

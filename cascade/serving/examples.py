@@ -9,7 +9,6 @@ from pathlib import Path
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "examples" / "prompts.json"
 
 
-
 @dataclass(frozen=True)
 class Example:
     name: str

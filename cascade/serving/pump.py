@@ -17,8 +17,7 @@ SWITCH_INTERVAL_S = 0.0005
 
 
 def tune_interpreter() -> None:
-    """Set the process's GIL switch interval for serving (a process-wide setting: a server calls it once
-    at start, never a library)."""
+    """Set the process's GIL switch interval for serving (a server calls it once at start, never a library)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
@@ -95,9 +94,8 @@ class EventPump:
 
     def batches(self, every: float | Callable[[], float],
                 at_once: Callable[[Any], bool] = lambda _event: False) -> Iterator[Sequence[Any]]:
-        """The events in order, in batches at most one per `every` seconds (a number, or a function asked before
-        each), the first and the last at once, as is an event for which `at_once` is true; the generation's
-        exception is raised here."""
+        """The events in order, in batches at most one per `every` seconds (or `every()`), the first, the last and
+        any `at_once` event at once; the generation's exception is raised here."""
         interval = every if callable(every) else (lambda: every)
         taken, last = 0, float("-inf")
         while True:
@@ -118,8 +116,7 @@ class EventPump:
                 return
 
     async def stream(self) -> AsyncIterator[Any]:
-        """The events in order, one by one, for async code: it awaits each without blocking its event loop.
-        An exception of the generation is raised here."""
+        """The events in order, one by one, awaited without blocking the event loop; its exception is raised here."""
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         self._wake = lambda: loop.call_soon_threadsafe(ready.set)

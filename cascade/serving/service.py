@@ -26,8 +26,7 @@ FAILED_LOAD_MEMORY_S = 60.0
 
 
 class EngineService:
-    """Holds the process's engines. `engine()` and `lease()` load them the first time; `describe()`
-    never loads."""
+    """The process's engines: `engine()` and `lease()` load them the first time; `describe()` never loads."""
 
     def __init__(self, config: ModelConfig | None = None,
                  loader: Callable[..., ModelPair] = load_pair,
@@ -59,8 +58,8 @@ class EngineService:
         return bool(self._engines)
 
     def ready(self) -> bool:
-        """Whether the engines are loaded, without waiting: if not, starts loading them in the background
-        (once) and says False; raises the remembered ModelError of a load that failed a moment ago."""
+        """Whether the engines are loaded, without waiting (else the load starts in the background); raises the
+        remembered ModelError of a load that failed a moment ago."""
         if self._engines:
             return True
         if not self._lock.acquire(blocking=False):
@@ -82,8 +81,7 @@ class EngineService:
             pass  # remembered: the next request is told
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """Whether the engines are loaded within `timeout_s` seconds, starting the load if nothing has; raises
-        the remembered ModelError of a failed load at once."""
+        """Whether the engines are loaded within `timeout_s` seconds (as `ready`, waiting)."""
         deadline = time.monotonic() + timeout_s
         while not self.ready():
             left = deadline - time.monotonic()
@@ -94,8 +92,7 @@ class EngineService:
         return True
 
     def status(self) -> tuple[str, str]:
-        """("ok", ""), ("loading", "") or ("error", the reason in words a visitor may read), as llama-server's
-        /health says them, without waiting; asking starts the load if nothing has."""
+        """("ok", ""), ("loading", "") or ("error", a visitor's words), as llama-server's /health, as `ready`."""
         try:
             return ("ok", "") if self.ready() else ("loading", "")
         except ModelError as e:
@@ -154,8 +151,7 @@ class EngineService:
         self._engines, self._failure = engines, None
 
     def router(self) -> Router | None:
-        """The engines' router once loaded; before that, the one the settings name, or None (also for a bad
-        file, which the first request is told of when the models load)."""
+        """The engines' router once loaded; before that, the one the settings name (None: none, or a bad file)."""
         if self.loaded:
             return self._engines[0].router
         try:
@@ -173,6 +169,5 @@ class EngineService:
 
 
 def warm_up(engine: Engine) -> None:
-    """Short generations through both models at loading, so the first visitor's speed is not paging's and
-    `auto` knows the pair's costs (`Engine.calibrate`)."""
+    """Short generations at loading (`Engine.calibrate`): weights paged in, and `auto` knows the pair's costs."""
     engine.calibrate()

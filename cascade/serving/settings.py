@@ -25,8 +25,7 @@ def _model_fields() -> list[dataclasses.Field]:
 
 def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                  serving: bool = False) -> ModelConfig:
-    """The models' settings: flag (not None), else environment variable (not blank), else default
-    (`SERVING_DEFAULTS` first with `serving`); ValueError names a variable that is not a number."""
+    """The models' settings: flag, else environment variable, else default (`SERVING_DEFAULTS` with `serving`)."""
     flags, env = flags or {}, os.environ if env is None else env
     values: dict[str, Any] = dict(SERVING_DEFAULTS) if serving else {}
     for f in _model_fields():
@@ -45,8 +44,7 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
 
 
 def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None:
-    """One flag per ModelConfig field (the page's own only when `page`); left unset (None) so the
-    environment can still speak."""
+    """One flag per ModelConfig field (`SERVING_ONLY` with `page`), unset (None) so the environment can speak."""
     for f in _model_fields():
         meta, default = f.metadata, f.default
         if f.name in SERVING_ONLY and not page:
