@@ -1,9 +1,6 @@
-"""A token budget: the share of tokens the big model should write, turned into the rule's threshold as it goes.
-
-Each position's threshold is the (1 - asked) quantile of the draft's shipped calibration (counted as
-`PRIOR_WEIGHT` positions) and the scores this answer has shown, where `asked` brings the delivered share back
-on budget over `HORIZON` positions; nothing looks ahead. Calibrations are matched to the draft by fingerprint.
-"""
+"""A token budget turned into the rule's threshold as the answer goes: each position's threshold is the (1 - asked)
+quantile of the draft's calibration (weighing `PRIOR_WEIGHT` positions) and the scores seen so far, `asked`
+bringing the share back on budget over `HORIZON` positions; nothing looks ahead."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from .identity import fingerprint
 from .rules import RULE_TABLE, Rule
 
 CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
-# The calibration weighs as many positions as PRIOR_WEIGHT; a share off budget is made good over HORIZON
-# positions (shorter tracks the budget closer, longer picks the most doubtful positions more often).
+# A shorter HORIZON tracks the budget closer; a longer one picks the most doubtful positions more often.
 PRIOR_WEIGHT = 16
 HORIZON = 8
 # Quantile levels a calibration stores: 0, 0.5%, ..., 100%.
@@ -180,8 +176,8 @@ def tracker_for(rule: Rule | str, budget: float, draft: Path | str | None, chat:
     return BudgetTracker(rule, budget, prior, source)
 
 
-def replay(rule: Rule | str, budget: float, scores: Sequence[float | None], prior: Sequence[float] | None = None,
-           ) -> list[bool]:
+def replay(rule: Rule | str, budget: float, scores: Sequence[float | None],
+           prior: Sequence[float] | None = None) -> list[bool]:
     """Which of a recorded answer's positions a budget would send to the big model."""
     tracker = BudgetTracker(rule, budget, prior)
     return [tracker.judge(s) for s in scores]

@@ -72,8 +72,7 @@ class Curve:
 
 
 def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Escalating the most doubtful first, ties together: (shares, agreements) per point from share 0, the
-    doubts in escalation order, and the index of the last position each point escalates."""
+    """Most doubtful first, ties together: (shares, agreements) per point, doubts in order, each point's last index."""
     n = len(doubt)
     if n == 0:
         raise ValueError("no positions to draw a curve from")
@@ -88,8 +87,7 @@ def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve:
-    """The curve of `rule` over positions with these scores and labels (differs: the draft's choice is not
-    the target's), each point with the threshold that gives it (`points`)."""
+    """`rule`'s curve over these scores and labels (`differs`), each point with the threshold giving it."""
     shares, agreements, doubt, cuts = points(np.array([rule.doubt(s) for s in scores], dtype=np.float64), differs)
     n = len(doubt)
     # The threshold of each point: between the last escalated score and the next one, in the rule's units.

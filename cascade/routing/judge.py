@@ -34,8 +34,7 @@ class Judge:
 
     def read(self, row: np.ndarray, token: int, position: int, hidden: np.ndarray | None = None,
              ahead: Sequence[DraftReading | None] = ()) -> DraftReading:
-        """The draft's reading of its row for `token`, with the router's score if loaded; `ahead`: readings of
-        proposals pending the target's check (None for lookup's)."""
+        """The draft's reading for `token` with the router's score; `ahead`: pending proposals (None: lookup's)."""
         started = time.perf_counter()
         reading = read_row(row, token, self.alternatives)
         if self.router is not None:

@@ -1,7 +1,5 @@
-"""What the draft knows of a position before anyone else is asked: one reading of its row (`read_row`).
-
-Every rule and the router judge a position from its `DraftReading`, and each token event records it.
-"""
+"""What the draft knows of a position before anyone else is asked (`read_row`): every rule and the router judge
+a position from its `DraftReading`, and each token event records it."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ import numpy as np
 
 
 def largest(row: np.ndarray, k: int) -> list[int]:
-    """The indices of the k largest scores, largest first, lower index first among equals (k argmaxes,
-    faster than a partition for small k; the row is left as it was)."""
+    """The indices of the k largest scores, largest first, ties by index (k argmaxes; the row is restored)."""
     best: list[int] = []
     saved: list[float] = []
     try:
@@ -53,8 +50,7 @@ class DraftReading:
 
 
 def read_row(row: np.ndarray, token: int, k: int = 2) -> DraftReading:
-    """The draft's reading of one row of logits for the token it proposes, with its `k` (at least 2)
-    likeliest tokens."""
+    """The draft's reading of a row of logits for its proposed `token`, with its `k` (at least 2) likeliest tokens."""
     best = largest(row, max(k, 2))
     top = best[0]
     m = float(row[top])

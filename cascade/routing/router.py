@@ -1,6 +1,5 @@
-"""The learned router: a logistic regression over what the draft knows before the target is asked (its
-reading, recent readings, the token's kind, the position, optionally its hidden state) predicting "the big
-model would write another token here". Used as a numpy dot product; stored as a small JSON file."""
+"""The learned router: a logistic regression over what the draft knows before the target is asked (`FEATURES`,
+optionally its hidden state) predicting "the big model would write another token here"; a small JSON file."""
 
 from __future__ import annotations
 
@@ -46,16 +45,14 @@ def token_class(piece: str) -> tuple[float, ...]:
     """Flags of a token's text, in the order of `_CLASSES`."""
     stripped = piece.strip()
     return (float(piece[:1] == " "), float("\n" in piece),
-            float(bool(stripped) and all(unicodedata.category(c).startswith("P") or unicodedata.category(c).startswith("S")
-                                         for c in stripped)),
+            float(bool(stripped) and all(unicodedata.category(c)[0] in "PS" for c in stripped)),
             float(any(c.isdigit() for c in piece)), float(any(c.isalpha() for c in piece)),
             float(any(ord(c) > 127 for c in piece)))
 
 
 def features(reading: DraftReading, trail: Sequence[tuple[float, float] | None], piece_class: Sequence[float],
              position: int, hidden: np.ndarray | None = None) -> np.ndarray:
-    """The router's input for one position, after the trail of positions before it (`Trail.items`), in the
-    order of FEATURES (then the hidden state, if given)."""
+    """The router's input for one position after `trail` (`Trail.items`): FEATURES, then `hidden` if given."""
     top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
     logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
     recent = [h for h in trail[-HISTORY:] if h is not None]
@@ -73,8 +70,8 @@ def features(reading: DraftReading, trail: Sequence[tuple[float, float] | None],
 
 @dataclass
 class Trail:
-    """The (entropy, log-probability of the written token) of the positions before the one judged (None where
-    the draft did not read one); training and serving both read features through it, so they cannot drift."""
+    """(entropy, log-probability written) of the positions before the one judged (None: unread); training and
+    serving both read features through it, so they cannot drift."""
 
     items: list[tuple[float, float] | None] = field(default_factory=list)
 
@@ -91,8 +88,7 @@ class Trail:
     def features(self, reading: DraftReading, piece_class: Sequence[float], position: int,
                  hidden: np.ndarray | None = None,
                  ahead: Sequence[tuple[float, float] | None] = ()) -> np.ndarray:
-        """The router's input for the position after this trail and then `ahead` (positions proposed but not
-        yet checked), in the order of FEATURES (then the hidden state, if given)."""
+        """`features` for the position after this trail and then `ahead` (proposed, not yet checked)."""
         recent = (self.items[-HISTORY:] + list(ahead))[-HISTORY:]
         return features(reading, recent, piece_class, position, hidden)
 
@@ -191,8 +187,7 @@ def shipped_router_for(draft: Path | str | None) -> Router | None:
 
 
 def load_router(setting: str, draft: Path | str | None = None) -> Router | None:
-    """The router a ModelConfig's `router` names: "" the shipped one for `draft` (or None), "none" None,
-    otherwise that file; ValueError in words for a file that is missing or not a router."""
+    """`setting` "" the shipped router for `draft` (or None), "none" None, else that file (ValueError if bad)."""
     if setting.strip().lower() == "none":
         return None
     if not setting.strip():
