@@ -35,15 +35,12 @@ from .protocol import ApiError, Request, refused
 
 log = logging.getLogger(__name__)
 
-# As many as the page's own queue holds (app.py's max_size).
-DEFAULT_QUEUE = 64
+DEFAULT_QUEUE = 64  # as many as the page's own queue holds (app.py's max_size)
 # How long a request waits for the models to load before a 503: a load from disk many times over, well
 # under a client's own patience (the `openai` library waits 600 s).
 DEFAULT_LOAD_WAIT_S = 120.0
-# What a 503 while the models still load asks a client to wait before it tries again.
-LOADING_RETRY_AFTER_S = 5
-# Refused (413) before it is read: over a hundred times the text the largest context can hold.
-MAX_BODY_BYTES = 4 * 2**20
+LOADING_RETRY_AFTER_S = 5  # what a 503 while the models load asks a client to wait
+MAX_BODY_BYTES = 4 * 2**20  # refused (413) before it is read: over a hundred times the largest context's text
 
 
 @dataclass(frozen=True)
@@ -75,8 +72,7 @@ def _from_env(env: dict[str, str], name: str, kind: type, default: Any, words: s
 
 
 class Answer:
-    """One request's generation: an engine leased in the pump's thread, no scoring pass (no field reports
-    it), and the target's measured speed for the final chunk's timings."""
+    """One request's generation in a pump's thread (no scoring pass), and the target's speed for the timings."""
 
     def __init__(self, service: EngineService, request: Request) -> None:
         self.service, self.request = service, request
@@ -131,8 +127,7 @@ class _AsciiJSON(JSONResponse):
 
 
 async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
-    """`function(*args)` in a daemon thread of its own, awaited: no pool's worker is held, and a stopped
-    server does not wait for it."""
+    """`function(*args)` awaited in a daemon thread of its own (no pool's worker held; a stopped server won't wait)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future = loop.create_future()
 

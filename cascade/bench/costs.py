@@ -25,12 +25,8 @@ class Costs:
     # What each logits row beyond the first adds to a call (the LM head for that position), by model
     extra_row_s: dict[str, float] = field(default_factory=dict)
 
-    def target_batch(self, n: int) -> float:
-        """Cost of a target call over n tokens, interpolated linearly between measured sizes."""
-        return _interpolate(self.target_batch_s, n)
-
     def call_s(self, model: str, n: int) -> float:
-        """Cost of one call of `model` ("draft" or "target") over n tokens."""
+        """Cost of one call of `model` ("draft" or "target") over n tokens, interpolated between measured sizes."""
         return _interpolate(self.draft_batch_s if model == "draft" else self.target_batch_s, n)
 
     def calls_s(self, call_sizes: dict[str, dict[int, int]], extra_rows: dict[str, int] | None = None) -> float:
@@ -41,12 +37,11 @@ class Costs:
 
     def target_extra_s(self) -> float:
         """The target's cost for each further token of a call (from 1 to 16 tokens)."""
-        return (self.target_batch(16) - self.target_step_s) / 15
+        return (self.call_s("target", 16) - self.target_step_s) / 15
 
     def speculative_s_per_token(self, k: int, alpha: float) -> float:
-        """Expected seconds per emitted token of greedy speculative decoding with k drafts and a
-        per-token acceptance rate alpha."""
-        return speculative_cost(self.draft_step_s, self.target_batch(k + 1), k, alpha)
+        """Expected seconds per token of greedy speculative decoding: k drafts, per-token acceptance alpha."""
+        return speculative_cost(self.draft_step_s, self.call_s("target", k + 1), k, alpha)
 
     def cascade_s_per_token(self, escalation_rate: float, horizon: int) -> float:
         """Expected seconds per token of cascade over `horizon` tokens (see `costmodel.cascade_cost`)."""
@@ -70,8 +65,7 @@ def _interpolate(measured: dict[int, float], n: int) -> float:
 
 
 def _time_call(runner: ModelRunner, context: list[int], n: int, rows: int, repeats: int) -> float:
-    """Median time of evaluating n tokens on top of `context`, asking for `rows` logits rows (rolled
-    back after each)."""
+    """Median time of evaluating n tokens on top of `context` (rolled back after each), with `rows` logits rows."""
     extra = [context[i % len(context)] for i in range(n)]
     times = []
     for _ in range(repeats):
@@ -115,8 +109,7 @@ class Bounds:
 
 def bounds(costs: Costs, horizon: int, measured_acceptance: dict[int, float],
            shares=(0.0, 0.05, 0.1, 0.2, 0.3), ks=(1, 2, 4, 8)) -> Bounds:
-    """What `costs` allow over texts of `horizon` tokens; `measured_acceptance` maps a speculative k to
-    the share of drafted tokens kept (an estimate of the per-token acceptance rate)."""
+    """What `costs` allow over texts of `horizon` tokens; `measured_acceptance`: k to the share of drafts kept."""
     t1 = costs.target_step_s
     return Bounds(
         cascade_at_share={s: t1 / costs.cascade_s_per_token(s, horizon) for s in shares},

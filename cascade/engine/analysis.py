@@ -215,10 +215,10 @@ class Routing:
             return None
         if decision.budget is None:
             return self.at_threshold(decision.threshold, rule)
-        scores = [s.score(rule) for s in self.slots]
         tracker = BudgetTracker(rule, decision.budget, prior)
         verdicts, thresholds = [], []
-        for slot, score in zip(self.slots, scores):
+        for slot in self.slots:
+            score = slot.score(rule)
             if slot.reading is None:
                 verdicts.append(None)
                 thresholds.append(tracker.threshold)

@@ -128,7 +128,7 @@ class GenerationConfig:
         # Lists from JSON become tuples: a config is frozen and compared by value.
         if isinstance(self.stop, list):
             object.__setattr__(self, "stop", tuple(self.stop))
-        if isinstance(self.history, list):
+        if isinstance(self.history, (list, tuple)):
             object.__setattr__(self, "history", tuple(tuple(t) if isinstance(t, list) else t for t in self.history))
         if self.threshold is None and self.rule in RULE_TABLE:
             object.__setattr__(self, "threshold", RULE_TABLE[self.rule].default)
@@ -236,8 +236,6 @@ def _as_type(f: dataclasses.Field, value: Any) -> Any:
         return float(value)
     if kind is bool and isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
         return value.strip().lower() in ("true", "1")
-    if kind is tuple and f.name == "history" and isinstance(value, (list, tuple)):
-        return tuple(tuple(turn) if isinstance(turn, list) else turn for turn in value)
     if kind is tuple and isinstance(value, (list, str)):
         return tuple(value) if isinstance(value, list) else (value,)
     return value

@@ -120,8 +120,7 @@ class Generation:
 
     def advance(self, model: str, context: list[int], n_rows: int,
                 hidden: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """The model reads what it lacks of `context`: the logits of its last `n_rows` positions, and, if
-        `hidden`, its final hidden state at them (from the same decode; else None)."""
+        """The model reads what it lacks of `context`: its last `n_rows` rows, and (`hidden`) their hidden states."""
         runner = getattr(self.pair, model)
         before = runner.stats
         rows, states = runner.advance_hidden(context, n_rows) if hidden else (runner.advance(context, n_rows), None)
@@ -162,8 +161,7 @@ class Generation:
                 or len(self.out) + len(self.pending) >= self.room)
 
     def target_turn(self, escalated: Proposal | None = None) -> Iterator[Event]:
-        """The target reads what it has not seen (pending proposals included) in one batch, keeps the
-        pending tokens the policy's check accepts, and writes the next token itself."""
+        """The target reads the pending proposals in one batch, keeps those `verify` accepts, and writes the next."""
         pending, self.pending = self.pending, []
         context = self.prompt + self.out + [p.token for p in pending]
         rows, _ = self.advance("target", context, len(pending) + 1)

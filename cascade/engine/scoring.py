@@ -20,8 +20,7 @@ View = tuple[float, bool]  # the target's view of a position: (log p of its toke
 
 def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
                 alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None) -> dict[int, View]:
-    """The target's view of each output position from `first` on, read in chunks; with `alternatives`, each
-    position's likeliest tokens go in `tops`."""
+    """The target's view of each output position from `first` on (`alternatives`: likeliest tokens into `tops`)."""
     out_view: dict[int, View] = {}
     for start in range(first, len(out), SCORING_CHUNK):
         end = min(start + SCORING_CHUNK, len(out))
@@ -45,8 +44,7 @@ def text_quality(view: Iterable[View]) -> tuple[float, float]:
 def score(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], seen: dict[int, View],
           alternatives: int = 0,
           named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Quality | None:
-    """The quality of `out` (None if empty): positions not in `seen` are read now (timed in `scoring_s`),
-    their likeliest tokens going to `scored_top`, named by `named`."""
+    """The quality of `out` (None if empty); positions not in `seen` are read now, their tops in `scored_top`."""
     if not out:
         return None
     started = time.perf_counter()
