@@ -102,8 +102,6 @@ class BudgetTracker:
         self.n_judged = self.n_escalated = 0
         self.used: list[float] = []  # the threshold each position met, in the rule's units
 
-    # ---- the share asked of what comes next ----------------------------------------------------------
-
     def asked(self) -> float:
         """The share to escalate from here: the budget, corrected over the horizon for what was delivered."""
         owed = self.budget * (self.n_judged + self.horizon) - self.n_escalated
@@ -133,8 +131,6 @@ class BudgetTracker:
         """The threshold the next position meets, in the rule's units."""
         t = self._doubt_threshold()
         return -t if self.rule.below else t
-
-    # ---- judging ---------------------------------------------------------------------------------------
 
     def judge(self, score: float | None) -> bool:
         """Whether a position with this score (None: never) goes to the big model; the tracker learns from it."""

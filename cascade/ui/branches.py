@@ -49,8 +49,6 @@ class Branch:
         return f"{self.number} · {self.change or quoted(self.run.prompt)}"
 
 
-# ---- what a branch changed -----------------------------------------------------------------------------
-
 LABEL_WORDS = 40  # characters of a prompt or a question a label keeps
 
 # a setting's name in a label, by field (the rule and its threshold are said together, `rule_words`)
@@ -109,8 +107,6 @@ def what_differs(before: Run | None, run: Run) -> str:
         changes.append(f"starts with {quoted(new.answer_prefix)}" if new.answer_prefix else "no given start")
     return ", ".join(changes) or "the same request again"
 
-
-# ---- forks -------------------------------------------------------------------------------------------
 
 def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any) -> tuple[str, Fork]:
     """(`run`'s answer before `position` + `chosen`, the `Fork`); ValueError if running or no token there."""
@@ -211,8 +207,6 @@ def fork_start(run: Any, current: Any, evt: gr.SelectData, *shown: Any) -> tuple
     return tuple(updates[name] for name in GENERATE_INPUTS) + (fork,)
 
 
-# ---- the session's branches --------------------------------------------------------------------------
-
 def record_branch(run: Run | None, branches: Sequence[Branch] | None, fork: Fork | None) -> tuple:
     """`run` added or replacing its earlier self: (branches, list update, current number, pending fork or None)."""
     branches = list(branches or [])
@@ -262,8 +256,6 @@ def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
     update = replace(run_update(run), compare_html=compared, numbers=numbers)
     return update.values(BRANCH_OUTPUTS) + (branch.number,) + request_values(run)
 
-
-# ---- an earlier turn's branch --------------------------------------------------------------------------
 
 def turn_branch(run: Run | None, number: Any, branches: Sequence[Branch] | None) -> Branch:
     """The branch of earlier turn `number` (from 1) of `run`'s conversation; ValueError if none is kept."""

@@ -240,8 +240,6 @@ def _default_template() -> dict[str, Any]:
     return json.loads(go.Figure().to_json())["layout"]["template"]
 
 
-# ---- which rule decides best: the rules' curves after a comparison -----------------------------------
-
 BREAK_EVEN_NAME = "sharing pays left of here on this machine"
 BREAK_EVEN_LABEL = "break-even"
 AXIS_PAD = 3  # percentage points past each end of the rules' axes

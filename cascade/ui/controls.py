@@ -161,8 +161,6 @@ def settings_controls(router: Any) -> tuple[dict[str, Component], ShareControls]
     return controls, shares
 
 
-# ---- the share: a percent slider and a tick, setting the request's budget in the browser ---------------
-
 def share_js(direction: str) -> str:
     """The browser step "to_budget" (share / 100, null when ticked) or "from_budget" (the controls follow it)."""
     if direction == "to_budget":
@@ -176,8 +174,6 @@ def shown_by(by_threshold: Any) -> tuple:
     ticked = bool(by_threshold)
     return gr.update(visible=not ticked), gr.update(visible=ticked)
 
-
-# ---- the threshold's bar: even steps on the rule's own scale -------------------------------------------
 
 # A bar of even steps, logarithmic where the rule is, drives the hidden (linear) threshold slider.
 BAR_STEPS = 1000

@@ -46,8 +46,6 @@ def parts(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-# ---- where two texts differ -------------------------------------------------------------------------
-
 def _units(text: str) -> list[tuple[str, str]]:
     """(kind, text) units to compare: prose as words and whitespace, fenced code (fences too) as lines."""
     units: list[tuple[str, str]] = []

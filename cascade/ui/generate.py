@@ -97,8 +97,6 @@ def pumped(generation: Iterator[Any], every: float | Callable[[], float],
     raise RuntimeError("the engine's run ended without a summary")
 
 
-# ---- generate --------------------------------------------------------------------------------------
-
 # The generate handler's parameters (the /generate endpoint's names): GENERATE_INPUTS, the run shown, progress.
 GENERATE_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in GENERATE_INPUTS]
@@ -180,8 +178,6 @@ def first_letter_up(message: str) -> str:
     """The message with its first letter upper case and the rest untouched (unlike `str.capitalize`)."""
     return message[:1].upper() + message[1:]
 
-
-# ---- compare -----------------------------------------------------------------------------------------
 
 def make_compare(engine_provider: EngineProvider):
     """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS."""
@@ -266,8 +262,6 @@ def run_name(config: GenerationConfig) -> str:
         return f"this run ({config.policy}, {config.rule} {config.threshold:g})"
     return f"this run ({config.policy})"
 
-
-# ---- stop --------------------------------------------------------------------------------------------
 
 def stop(run: Run | None) -> tuple:
     """Stop pressed: the generation is cancelled; what was streamed so far stays as a finished run."""

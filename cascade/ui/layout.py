@@ -113,8 +113,6 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
     return demo
 
 
-# ---- the columns -------------------------------------------------------------------------------------
-
 def request_column(page: Page, examples: Sequence[Example]) -> None:
     """The request: the prompt, the conversation it continues, and Generate and Stop right under it."""
     page.inputs.update(prompt_controls(examples))
@@ -189,8 +187,6 @@ def answer_column(page: Page) -> None:
     with gr.Accordion("Measured numbers (comparison)", open=False):
         out["numbers"] = gr.JSON(label="Measured numbers")
 
-
-# ---- the events --------------------------------------------------------------------------------------
 
 def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurrency: int,
          router: RouterSource | None) -> None:

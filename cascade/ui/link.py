@@ -132,8 +132,6 @@ def copy_link_js() -> str:
 }}"""
 
 
-# ---- opening a link ----------------------------------------------------------------------------------
-
 def make_apply_link(router: RouterSource | None = None):
     """On load: the controls a link sets (a rule with its own slider), a message about them, and whether to run."""
 

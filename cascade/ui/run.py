@@ -116,8 +116,6 @@ CLEARED_OUTPUTS = ("compare_html", "numbers", "rules_box", "rules_text", "rules_
 DOWNLOAD_OUTPUTS = ("download",)
 
 
-# ---- what each output shows -----------------------------------------------------------------------
-
 def pictures(run: Run, view: RunView | None = None) -> Update:
     """The run's text and chart as `view` sees them (None: as written)."""
     routing, view = Routing(run.events), view or run.view()
@@ -178,8 +176,6 @@ def message_update(message: str) -> Update:
     return Update(text_html=tokens.message_panel(message, "error"), chart=None, summary=f"**{message}**",
                   plain_text="", run=None, rules_box=gr.update(visible=False))
 
-
-# ---- how often a run being written is drawn ---------------------------------------------------------
 
 # a few pictures a second look live; drawing them takes at most 1/DRAW_SHARE of the models' machine
 UPDATE_EVERY_S = 0.25

@@ -76,8 +76,6 @@ def model_names(models: ModelConfig) -> dict[str, str]:
     return {"draft": model_name(models.draft), "target": model_name(models.target)}
 
 
-# ---- the embedded JSON -------------------------------------------------------------------------------
-
 def _plain(value: Any) -> Any:
     """JSON-ready: tuples as lists, non-finite floats (JSON has none) as null."""
     if isinstance(value, float):
@@ -124,8 +122,6 @@ def read_run(document: str) -> dict[str, Any]:
     record.setdefault("earlier", [])
     return record
 
-
-# ---- the parts of the page ---------------------------------------------------------------------------
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
@@ -270,8 +266,6 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 </html>
 """
 
-
-# ---- "Download this run" -------------------------------------------------------------------------------
 
 # Gradio serves downloads from its own cache, so only the latest few are kept here.
 RUN_FILES = Path(tempfile.gettempdir()) / "cascade-runs"

@@ -158,8 +158,6 @@ def stopped_sentence(events: Sequence[TokenEvent]) -> str:
             f"{speed:.1f} tokens/s (generation, reading the prompt included).")
 
 
-# ---- comparing with the target alone -------------------------------------------------------------
-
 def _table(rows: list[tuple[str, ...]]) -> str:
     """A small HTML table; the first row is the header. Cells are escaped."""
     cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
@@ -204,8 +202,6 @@ def compare_html(run: Summary, alone: Summary) -> str:
             f"<p><b>{html.escape(verdict)}</b> The two runs ran one after the other on the same machine; other "
             f"work on it shifts both numbers.</p>{diff}</div>")
 
-
-# ---- which rule decides best ---------------------------------------------------------------------
 
 def _share(x: float) -> str:
     """A share as a person reads it: 31%, under 1%, 0%."""
