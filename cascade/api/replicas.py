@@ -238,8 +238,7 @@ async def respond(send: Callable, status: int, message: str, code: str, kind: st
 
 def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None, scaling: Scaling = Scaling(),
           service: Callable[[ModelConfig], EngineService] = EngineService) -> Any:
-    """The application: `Gateway` in front of `Models` replicas, with `scaling`. `flags` (ModelConfig
-    fields) win over each replica's environment; `api` (None: the environment's) is the API's settings."""
+    """`Gateway` in front of `Models` replicas with `scaling`; `flags` win over each replica's environment."""
     require_ray()
     from ray import serve
 

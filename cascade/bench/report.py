@@ -19,8 +19,7 @@ def markdown_table(result: BenchResult) -> str:
         lines.append(f"| {d['label']} | {d['tokens_per_s']:.2f} | {d['speedup']:.2f}× | {d['target_share']:.0%} | "
                      f"{acc} | {d['agreement']:.0%} | {d['same_text']}/{d['prompts']} | {ppl} | {d['overhead']:.1%} | "
                      f"{eff} | {d['rss_mb']:.0f} MB |")
-    auto = [r for r in result.rows if r.config.policy == "auto"]
-    for r in auto:
+    for r in (r for r in result.rows if r.config.policy == "auto"):
         modes = r.to_dict(target_tps)["modes"]
         lines.append(f"\n{r.label}: rounds by way of writing: " + ", ".join(f"{m} {n}" for m, n in modes.items()))
     if result.llama_cpp:

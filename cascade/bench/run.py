@@ -175,8 +175,7 @@ def with_draft_variants(cases: Sequence[Case], variants: Sequence[str]) -> list[
 
 def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,
               log: Log = print, variants: Mapping[str, Engine] | None = None) -> BenchResult:
-    """Every case on every prompt, the target alone before and after each prompt's cases; `variants`: engines
-    with other drafts for the cases that name them."""
+    """Every case on every prompt, the target alone around each prompt's; `variants`: engines with other drafts."""
     examples = list(examples)
     engines = {"": engine, **(variants or {})}
     target_config = GenerationConfig(policy="target", max_tokens=max_tokens)

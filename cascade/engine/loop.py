@@ -1,8 +1,7 @@
-"""One request's run of the loop (`Generation`): the draft (or prompt lookup) proposes, the policy decides when
-the target is asked. Each turn: at a round's start the way is settled (`auto` chooses) and a policy that looks up
-copies tokens; a policy that does not draft lets the target write alone; otherwise the draft proposes one token,
-and the rule (`Judge`) sends a doubtful one to the target, a window of 0 keeps it at once, and a fuller window
-waits for the target's batched check (`verify` keeps a prefix; the target adds its own next token)."""
+"""One request's run of the loop (`Generation`). Each turn: a round's start settles its way (`auto` chooses) and a
+policy that looks up copies tokens; a policy that does not draft lets the target write alone; else the draft
+proposes a token, which the rule (`Judge`) sends to the target if doubtful, a window of 0 keeps at once, and a
+fuller window holds for the target's batched check (`verify` keeps a prefix; the target adds the next token)."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ class Proposal:
 
 
 class Generation:
-    """`run()` yields the events, then the Summary. `tuner` chooses each round's way (auto), `watchers` observe,
-    `router` scores readings; `score` adds quality (a `Written` event first with `mark_written`); the last
-    `n_given` tokens of `prompt` are the answer prefix."""
+    """`run()` yields the events, then the Summary. `tuner` chooses each round's way, `watchers` observe; `score`
+    adds quality (a `Written` first with `mark_written`); the last `n_given` prompt tokens are the answer prefix."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,

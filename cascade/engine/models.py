@@ -54,8 +54,7 @@ def resolve_model(spec: str, role: str = "model") -> Path:
 
 
 def local_model(spec: str) -> Path | None:
-    """The local path of a model if it is on this machine already (a file, or in the Hub's cache), without
-    downloading or asking the Hub anything; None otherwise."""
+    """The local path of a model already on this machine (a file, or in the Hub's cache), asking no one; else None."""
     where = parse_model_spec(spec)
     if isinstance(where, Path):
         return where if where.is_file() else None
@@ -165,8 +164,7 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
 
 @dataclass(eq=False)  # a pair is itself: compared and hashed by identity
 class ModelPair:
-    """Both models, their cache cursors, and the lock that lets one generation use them at once; one per slot
-    (`slots()`), sharing the models and contexts."""
+    """Both models' cursors and the lock one generation holds; one per slot (`slots()`), sharing the models."""
 
     draft: ModelRunner
     target: ModelRunner

@@ -15,7 +15,7 @@ from .sampling import Sampler
 
 
 # The escalation grain (`GenerationConfig.span`): the escalated token; on while the target's own probability is
-# under SURE (where it is unsure too, the draft would likely be worse); or to the end of the line. At most SPAN_MAX.
+# under SURE (unsure, the draft would likely be worse); or to the end of the line. At most SPAN_MAX tokens.
 SPANS = ("token", "sure", "line")
 SURE = 0.9
 SPAN_MAX = 16
@@ -127,8 +127,7 @@ class Cascade(Policy):
 
 
 class Bild(Cascade):
-    """Cascade, and the draft's tokens wait for the target, which rolls back from the first it finds too
-    unlikely (Big Little Decoder)."""
+    """Cascade whose tokens wait for the target, which rolls back from the first too unlikely (Big Little Decoder)."""
 
     discarded = "rolled_back"
 
@@ -142,8 +141,7 @@ class Bild(Cascade):
 
 
 class Speculative(Policy):
-    """Up to k proposals checked in one batch: the longest acceptable prefix (min(1, p/q) when sampling), then
-    the target's token; a token the rule doubts ends the round early."""
+    """Up to k proposals checked in one batch (the longest acceptable prefix kept); a doubted one ends the round."""
 
     lossless = True
 

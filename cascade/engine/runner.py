@@ -120,8 +120,7 @@ class ModelRunner:
         return rows, calls
 
     def _chunk_size(self) -> int:
-        """Tokens read in one call: a whole batch alone; SHARED_CHUNK in a shared context, always, so that a
-        request's text does not depend on whether another was running."""
+        """Tokens read in one call: a batch alone; SHARED_CHUNK in a shared context, whether or not others run."""
         return self.n_batch if self.context.n_seq == 1 else min(self.n_batch, SHARED_CHUNK)
 
     def _decode(self, chunk: Sequence[int], wanted: Sequence[int], logits: np.ndarray,

@@ -22,8 +22,7 @@ def tune_interpreter() -> None:
 
 
 class EventPump:
-    """`events` (a generator: an engine's, or one that leases an engine and yields its events) consumed in a
-    thread, from `start()` (or entering the `with` block); `batches()` or `stream()` hands them on in order."""
+    """A generator of events consumed in a thread from `start()` (or `with`), handed on by `batches` or `stream`."""
 
     def __init__(self, events: Iterator[Any], name: str = "cascade-generation",
                  clock: Callable[[], float] = time.monotonic) -> None:
