@@ -111,19 +111,15 @@ def token_title(slot: Slot, rule: Rule | str = "perplexity") -> str:
     return "\n".join(lines)
 
 
-def _span(text: str, title: str, cls: str, style: str = "", alternatives: str = "") -> str:
+def _span(text: str, title: str, cls: str, style: str = "", alternatives: str = "", tag: str = "span") -> str:
     style_attr = f' style="{style}"' if style else ""
     alt_attr = f' data-alt="{html.escape(alternatives)}"' if alternatives else ""
-    return f'<span class="{cls}" title="{html.escape(title)}"{style_attr}{alt_attr}>{html.escape(text)}</span>'
-
-
-def _percent(p: float) -> float:
-    return float(f"{100 * p:.3g}")
+    return f'<{tag} class="{cls}" title="{html.escape(title)}"{style_attr}{alt_attr}>{html.escape(text)}</{tag}>'
 
 
 def alternatives_data(event: TokenEvent) -> str:
     """The hover's JSON `[draft, target, position]`, each model's [text, percent] pairs or null; "" if neither."""
-    lists = [None if top is None else [[text, _percent(p)] for text, p in top]
+    lists = [None if top is None else [[text, float(f"{100 * p:.3g}")] for text, p in top]
              for top in (event.draft_top, event.target_top)]
     if lists == [None, None]:
         return ""
@@ -136,10 +132,7 @@ def _discarded(event: TokenEvent) -> str:
     title = (f"{visible(event.text)}: {proposed}, "
              f"then {'rejected' if event.status == 'rejected' else 'rolled back'} by the big model "
              f"(its perplexity {fmt_ppl(event.target_ppl)}); not part of the text")
-    data = alternatives_data(event)
-    alt_attr = f' data-alt="{html.escape(data)}"' if data else ""
-    return (f'<s class="tok discarded" title="{html.escape(title)}" style="{_DISCARD_STYLE}"{alt_attr}>'
-            f"{html.escape(event.text)}</s>")
+    return _span(event.text, title, "tok discarded", _DISCARD_STYLE, alternatives_data(event), tag="s")
 
 
 def _run_look(slot: Slot) -> tuple[str, str]:
