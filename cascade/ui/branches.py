@@ -238,12 +238,6 @@ def branches_update(branches: Sequence[Branch], current: int) -> Any:
 REQUEST_CONTROLS = ("prompt", "mode", "system", "answer_prefix", "history")
 
 
-def request_values(run: Run) -> tuple:
-    """The values of REQUEST_CONTROLS for `run`'s request."""
-    values = request_controls(run)
-    return tuple(values[name] for name in REQUEST_CONTROLS)
-
-
 def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
     """A branch chosen in the list: its pictures again (BRANCH_OUTPUTS), its number, its REQUEST_CONTROLS."""
     branch = next((b for b in branches or [] if b.label == label), None)
@@ -254,7 +248,7 @@ def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
     numbers = ({"this_run": run.summary.to_dict(), "big_model_alone": run.comparison.to_dict()}
                if run.comparison and run.summary else None)
     update = replace(run_update(run), compare_html=compared, numbers=numbers)
-    return update.values(BRANCH_OUTPUTS) + (branch.number,) + request_values(run)
+    return update.values(BRANCH_OUTPUTS) + (branch.number,) + tuple(map(request_controls(run).get, REQUEST_CONTROLS))
 
 
 def turn_branch(run: Run | None, number: Any, branches: Sequence[Branch] | None) -> Branch:
