@@ -181,12 +181,9 @@ BAR_STEPS = 1000
 
 def bar_scales() -> dict[str, dict[str, Any]]:
     """Each rule's slider range and step, and whether its bar is logarithmic (the bar's JavaScript reads it)."""
-    scales = {}
-    for name in RULE_TABLE:
-        props = rulewords.slider_props(name)
-        scales[name] = {"lo": props["minimum"], "hi": props["maximum"], "step": props["step"],
-                        "log": RULE_TABLE[name].log_scale and props["minimum"] > 0}
-    return scales
+    props = {name: rulewords.slider_props(name) for name in RULE_TABLE}
+    return {name: {"lo": p["minimum"], "hi": p["maximum"], "step": p["step"],
+                   "log": RULE_TABLE[name].log_scale and p["minimum"] > 0} for name, p in props.items()}
 
 
 def bar_position(rule: str, threshold: float) -> int:
