@@ -38,7 +38,7 @@ class Words:
     number: str  # the number, as a noun: "the small model's entropy"
     axis: str  # the chart's y axis
     reads: str  # the dropdown's info: what the rule reads
-    slider: str  # the slider's info
+    slider: str  # what the slider's info says it compares: "Above this entropy the small model hands …"
     does: str  # what the rule weighs, in a few plain words: "how unsure it is of its token"
 
 
@@ -47,30 +47,26 @@ WORDS: dict[str, Words] = {
         "how unsure it is of its token (perplexity)", 0.1, "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
         "How unsure it is of the token it chose, as perplexity (1 = certain, 5 = as unsure as a pick among five "
         "equally likely words); above the threshold the big model writes.",
-        "Above this perplexity the small model hands a token to the big model. Move it after a run to see a "
-        "what-if.",
+        "perplexity",
         "how unsure the small model is of the token it chose"),
     "entropy": Words(
         "how spread out its guesses are (entropy)", 0.05, "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
         "How spread out its guesses are over every token (entropy, in nats: 0 = one certain guess); above the "
         "threshold the big model writes.",
-        "Above this entropy the small model hands a token to the big model. Move it after a run to see a "
-        "what-if.",
+        "entropy",
         "how spread out the small model's guesses are"),
     "margin": Words(
         "how close its two best guesses are (margin)", 0.01, "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
         "How far its best guess is ahead of its second (top-1 minus top-2 probability: 1 = certain, near 0 = a "
         "tie); BELOW the threshold the big model writes.",
-        "Below this margin the small model hands a token to the big model. Move it after a run to see a "
-        "what-if.",
+        "margin",
         "how close the small model's two best guesses are"),
     "learned": Words(
         "a router's guess that the big model differs (learned)", 0.01, "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
         "A router, trained on where the big model chose another token, reads the small model's probabilities, "
         "recent tokens and position and predicts how likely the big model is to choose another token here; "
         "above the threshold the big model writes.",
-        "Above this predicted probability the small model hands a token to the big model. Move it after a "
-        "run to see a what-if.",
+        "predicted probability",
         "where a router trained on the two models expects the big model to choose another token"),
 }
 
@@ -109,9 +105,10 @@ def rule_info(rule: Rule | str, trained_on: str | None) -> str:
 def slider_props(rule: Rule | str) -> dict[str, Any]:
     """The threshold slider for a rule: minimum, maximum, step, label, info and the default value."""
     rule = as_rule(rule)
-    lo, hi = rule.useful_range
-    return {"minimum": lo, "maximum": hi, "step": WORDS[rule.name].step,
-            "label": f"Threshold ({WORDS[rule.name].short})", "info": WORDS[rule.name].slider,
+    lo, hi, words = *rule.useful_range, WORDS[rule.name]
+    info = (f"{'Below' if rule.below else 'Above'} this {words.slider} the small model hands a token to the big "
+            f"model. Move it after a run to see a what-if.")
+    return {"minimum": lo, "maximum": hi, "step": words.step, "label": f"Threshold ({words.short})", "info": info,
             "value": rule.default}
 
 
