@@ -6,6 +6,7 @@ Environment: CASCADE_API_KEY, CASCADE_API_CORS, CASCADE_API_QUEUE (past it, 429)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import json
@@ -144,10 +145,8 @@ async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
             result, error = function(*args), None
         except BaseException as e:  # noqa: BLE001 - raised again in the request that waits
             result, error = None, e
-        try:
+        with contextlib.suppress(RuntimeError):  # the event loop has closed: no one waits any more
             loop.call_soon_threadsafe(settle, result, error)
-        except RuntimeError:  # the event loop has closed: no one waits any more
-            pass
 
     threading.Thread(target=work, daemon=True, name="cascade-api-wait").start()
     return await done

@@ -230,11 +230,9 @@ def _tail(path: Path, n: int = 600) -> str:
 
 def _verdict(report: bytes, code: int, output: str, seconds: float) -> Check:
     """How a finished child ended: its own report if it wrote one, else what its exit says."""
-    try:
+    with contextlib.suppress(ValueError, KeyError, TypeError):
         told = json.loads(report.decode("utf-8"))
         return Check(str(told["kind"]), str(told.get("detail", "")), seconds)
-    except (ValueError, KeyError, TypeError):
-        pass
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         why = {"SIGXCPU": " (CPU time limit)", "SIGXFSZ": " (output too large)", "SIGKILL": " (memory?)"}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -91,15 +92,11 @@ class AnswerCache:
             return None
         if key not in self._loaded:
             records: dict[str, dict] = {}
-            try:
+            with contextlib.suppress(OSError):
                 for line in self._path(key).read_text(encoding="utf-8").splitlines():
-                    try:
+                    with contextlib.suppress(ValueError, KeyError, TypeError):  # a line cut short by an interruption
                         record = json.loads(line)
                         records[record["task_id"]] = record
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a line cut short by an interruption
-            except OSError:
-                pass
             self._loaded[key] = records
         record = self._loaded[key].get(task.task_id)
         return record if record is not None and record.get("task_digest") == task.digest else None

@@ -12,6 +12,8 @@ from plotly.subplots import make_subplots
 
 from ..ui.style import RULE_COLOURS
 
+# The big and the small model alone: (colour, symbol, name in the legend).
+ENDPOINTS = {"target": ("#000", "star", "the big model alone"), "draft": ("#555", "square", "the small model alone")}
 # The other policies' colours, apart from the rules' (cascade's runs are coloured by their rule).
 POLICY_COLOURS = {"bild": "#d62728", "speculative": "#17becf", "lookup": "#8c564b", "lookup+draft": "#e377c2",
                   "auto": "#7f7f7f", "seed": "#bcbd22"}
@@ -120,12 +122,8 @@ def figure(results: Sequence[Mapping[str, Any]], title: str) -> go.Figure:
     for name, group in _series(results).items():
         group = sorted(group, key=lambda r: r["target_share"])
         first = group[0]
-        endpoint = first["policy"] in ("target", "draft")
-        marker = {"size": 14 if endpoint else 9, "color": "#000" if first["policy"] == "target" else
-                  "#555" if first["policy"] == "draft" else _colour(first),
-                  "symbol": "star" if first["policy"] == "target" else "square" if first["policy"] == "draft" else
-                  "circle"}
-        label = {"target": "the big model alone", "draft": "the small model alone"}.get(name, name)
+        colour, symbol, label = ENDPOINTS.get(first["policy"], (_colour(first), "circle", name))
+        marker = {"size": 14 if first["policy"] in ENDPOINTS else 9, "color": colour, "symbol": symbol}
         hover = [f"{r['label']}: {r['passed']}/{r['n_tasks']} passed, {r['target_share']:.1%} of tokens by the big "
                  f"model, {r['tokens_per_s']:.1f} tokens/s" + (f" ({r['vs_target']:.2f}×)" if r["vs_target"] else "")
                  + (f"; against the big model alone {flips(r)}, same text in {same_text(r)}" if r.get("paired") else "")

@@ -3,6 +3,7 @@ one per slot, leased per request; a failed load is remembered for `retry_after_s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -75,10 +76,8 @@ class EngineService:
         return False
 
     def _load_in_background(self) -> None:
-        try:
+        with contextlib.suppress(ModelError):  # remembered: the next request is told
             self.engines()
-        except ModelError:
-            pass  # remembered: the next request is told
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the engines are loaded within `timeout_s` seconds (as `ready`, waiting)."""
