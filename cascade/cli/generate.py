@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if POLICY_TABLE[config.policy].lossless and config.policy != "target" and not args.json:  # a batched check
         print(f"[{numerics_words(config.k, gpu=models.n_gpu_layers != 0)}]", file=sys.stderr)
     if config.answer_prefix and not args.json:  # given, not written: in the terminal's own colour
-        out.write(config.answer_prefix)
-        out.flush()
+        print(config.answer_prefix, end="", file=out, flush=True)
     for event in engine.generate(args.prompt, config):
         if isinstance(event, TokenEvent):
             events.append(event)
@@ -55,11 +54,9 @@ def run(args: argparse.Namespace) -> int:
             summary = event
         if args.json:
             record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            out.flush()
+            print(json.dumps(record, ensure_ascii=False), file=out, flush=True)
         elif isinstance(event, TokenEvent):
-            out.write(_render(event, color, args.show_discarded))
-            out.flush()
+            print(_render(event, color, args.show_discarded), end="", file=out, flush=True)
         else:
             out.write("\n")
             print(describe(event), file=sys.stderr)

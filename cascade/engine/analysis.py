@@ -80,13 +80,8 @@ def asked_decision(run: Decision, threshold: float | None = None, rule: str | No
     under another `rule`; None where nothing is asked or it is what the run did."""
     if threshold is None and rule is None and budget is None:
         return None
-    rule = rule or run.rule
-    if budget is not None:
-        asked = Decision(rule, threshold if threshold is not None else run.threshold, budget)
-    elif threshold is not None:
-        asked = Decision(rule, threshold)
-    else:
-        asked = Decision(rule, run.threshold, run.budget)
+    asked = Decision(rule or run.rule, run.threshold if threshold is None else threshold,
+                     run.budget if threshold is None and budget is None else budget)
     return None if asked.same_as(run) else asked
 
 
