@@ -12,9 +12,11 @@ the big model wrote in each: the budget's promise, measured.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -23,11 +25,35 @@ from cascade.engine.config import GenerationConfig
 from cascade.engine.events import Summary, TokenEvent
 from cascade.routing.budget import Calibration
 from cascade.routing.identity import fingerprint
-from cascade.routing.budget import calibrate as quantiles_of
 from cascade.routing.rules import RULES
 from lab.prompts import PromptItem
 
 Log = Callable[[str], None]
+# Quantile levels a calibration stores: 0, 0.5%, ..., 100%.
+LEVELS = np.linspace(0.0, 1.0, 201)
+
+
+def quantiles_of(scores: Mapping[str, Mapping[str, Iterable[float]]], name: str, fingerprint: str, text: str
+                 ) -> Calibration:
+    """A calibration from raw scores: {mode: {rule: scores at every position read}}."""
+    quantiles, positions = {}, {}
+    for mode, by_rule in scores.items():
+        quantiles[mode] = {}
+        for rule, values in by_rule.items():
+            values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+            if len(values):
+                quantiles[mode][rule] = np.quantile(values, LEVELS).tolist()
+                positions[mode] = max(positions.get(mode, 0), len(values))
+    return Calibration(name, fingerprint, text, quantiles, positions)
+
+
+def save(calibration: Calibration, path: Path) -> None:
+    """The calibration as the JSON file `Calibration.load` reads (a shipped one: cascade/routing/calibrations/)."""
+    c = calibration
+    Path(path).write_text(json.dumps({
+        "name": c.name, "fingerprint": c.fingerprint, "text": c.text, "positions": dict(c.positions),
+        "quantiles": {m: {r: [round(float(v), 6) for v in q] for r, q in rules.items()}
+                      for m, rules in c.quantiles.items()}}, indent=1) + "\n")
 
 
 def draft_scores(engine, items: Sequence[PromptItem], max_tokens: int, log: Log = lambda _m: None,

@@ -22,6 +22,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E402
 from cascade.engine.policies import POLICY_TABLE  # noqa: E402
 from cascade.engine.events import Counts, Summary, Timings, TokenEvent, Written  # noqa: E402
+from cascade.routing.budget import BudgetTracker  # noqa: E402
 from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
 from cascade.ui.link import LINK_RULE_BEFORE  # noqa: E402
 
@@ -60,6 +61,12 @@ def run(engine: Engine, prompt: str, **settings) -> tuple[list[TokenEvent], Summ
 
 def accepted_ids(events: list[TokenEvent]) -> list[int]:
     return [e.token_id for e in events if e.accepted]
+
+
+def replay(rule: str, budget: float, scores, prior=None) -> list[bool]:
+    """Which of a recorded answer's positions a budget would send to the big model."""
+    tracker = BudgetTracker(rule, budget, prior)
+    return [tracker.judge(s) for s in scores]
 
 
 # ---- time, as a test controls it ---------------------------------------------------------------------

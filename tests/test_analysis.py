@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cascade.engine.analysis import Decision, Routing, asked_decision, slots
-from cascade.routing.budget import replay
 
+from .helpers import replay
 from .recorded import CASCADE, SPECULATIVE, TARGET_ONLY, accepted, ev
 
 

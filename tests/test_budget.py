@@ -10,19 +10,12 @@ import pytest
 
 from cascade import GenerationConfig
 from cascade.engine.events import Summary
-from cascade.routing.budget import (
-    LEVELS,
-    BudgetTracker,
-    Calibration,
-    calibrate,
-    calibration_for,
-    fingerprint,
-    replay,
-    tracker_for,
-)
+from cascade.routing.budget import BudgetTracker, Calibration, calibration_for, fingerprint, tracker_for
 from cascade.routing.rules import RULE_TABLE
+from lab.calibration import LEVELS, save
+from lab.calibration import quantiles_of as calibrate
 
-from .helpers import engine_for
+from .helpers import engine_for, replay
 
 
 def perplexities(rng, n, spread=1.0):
@@ -98,7 +91,7 @@ def test_a_draft_file_is_recognised_by_its_content_not_its_name(tmp_path, toy, m
     theirs = calibrate({"chat": {"perplexity": [5.0, 6.0]}}, "another pair", "0" * 32, "other text")
     folder = tmp_path / "calibrations"
     folder.mkdir()
-    ours.save(folder / "b-toy.json"), theirs.save(folder / "a-other.json")
+    save(ours, folder / "b-toy.json"), save(theirs, folder / "a-other.json")
     from cascade.routing import budget
 
     monkeypatch.setattr(budget, "CALIBRATIONS", folder)

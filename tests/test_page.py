@@ -28,7 +28,6 @@ from cascade.engine.config import limits  # noqa: E402
 from cascade.engine.config import RouterMissing  # noqa: E402
 from cascade.ui.controls import PAGE_START  # noqa: E402
 from cascade.engine.events import Summary, TokenEvent  # noqa: E402
-from cascade.routing.budget import replay  # noqa: E402
 from cascade.routing.rules import RULE_TABLE  # noqa: E402
 from cascade.serving.settings import model_config  # noqa: E402
 from cascade.engine.analysis import Routing  # noqa: E402
@@ -47,7 +46,8 @@ from cascade.ui.whatif import rule_changed, whatif  # noqa: E402
 from cascade.serving.messages import hide_paths, public_message  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 
-from .helpers import ROOT, SlowEngine, SlowScoring, engine_for, engine_text, page_inputs, serve  # noqa: E402
+from .helpers import (ROOT, SlowEngine, SlowScoring, engine_for, engine_text, page_inputs, replay,  # noqa: E402
+                      serve)
 
 PROMPT = "The cat sat on the mat"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -20,13 +20,11 @@ CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
 # A shorter HORIZON tracks the budget closer; a longer one picks the most doubtful positions more often.
 PRIOR_WEIGHT = 16
 HORIZON = 8
-# Quantile levels a calibration stores: 0, 0.5%, ..., 100%.
-LEVELS = np.linspace(0.0, 1.0, 201)
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """One draft's rule scores on calibration text: per mode ("chat", "raw") and rule, at `LEVELS`."""
+    """One draft's rule scores on calibration text, as quantiles per mode ("chat", "raw") and rule."""
 
     name: str  # the pair, in words
     fingerprint: str  # the draft file's (`fingerprint`)
@@ -39,32 +37,12 @@ class Calibration:
         d = json.loads(Path(path).read_text())
         return cls(d["name"], d["fingerprint"], d["text"], d["quantiles"], d["positions"])
 
-    def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps({
-            "name": self.name, "fingerprint": self.fingerprint, "text": self.text, "positions": dict(self.positions),
-            "quantiles": {m: {r: [round(float(v), 6) for v in q] for r, q in rules.items()}
-                          for m, rules in self.quantiles.items()}}, indent=1) + "\n")
-
     def prior(self, rule: str, chat: bool) -> Sequence[float] | None:
-        """The scores at `LEVELS` for this rule and mode (the other mode's if this one has none), or None."""
+        """The quantiles for this rule and mode (the other mode's if this one has none), or None."""
         for mode in ("chat", "raw") if chat else ("raw", "chat"):
             if rule in self.quantiles.get(mode, {}):
                 return self.quantiles[mode][rule]
         return None
-
-
-def calibrate(scores: Mapping[str, Mapping[str, Iterable[float]]], name: str, fingerprint: str, text: str
-              ) -> Calibration:
-    """A calibration from raw scores: {mode: {rule: scores at every position read}}."""
-    quantiles, positions = {}, {}
-    for mode, by_rule in scores.items():
-        quantiles[mode] = {}
-        for rule, values in by_rule.items():
-            values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
-            if len(values):
-                quantiles[mode][rule] = np.quantile(values, LEVELS).tolist()
-                positions[mode] = max(positions.get(mode, 0), len(values))
-    return Calibration(name, fingerprint, text, quantiles, positions)
 
 
 @cache
@@ -171,9 +149,3 @@ def tracker_for(rule: Rule | str, budget: float, draft: Path | str | None, chat:
                   "calibrated)")
     return BudgetTracker(rule, budget, prior, source)
 
-
-def replay(rule: Rule | str, budget: float, scores: Sequence[float | None],
-           prior: Sequence[float] | None = None) -> list[bool]:
-    """Which of a recorded answer's positions a budget would send to the big model."""
-    tracker = BudgetTracker(rule, budget, prior)
-    return [tracker.judge(s) for s in scores]

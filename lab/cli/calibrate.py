@@ -36,7 +36,7 @@ def add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from lab.calibration import calibrate
+    from lab.calibration import calibrate, save
 
     if not args.out.parent.is_dir():
         raise ValueError(f"cannot write the calibration to {args.out}: its folder does not exist")
@@ -47,7 +47,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     text = (f"the draft's own greedy answers ({args.max_tokens} tokens at most) to {which} of {source} "
             f"({len(items)}), which no evaluation uses")
     calibration = calibrate(engine, items, args.max_tokens, args.name, text, log)
-    calibration.save(args.out)
+    save(calibration, args.out)
     print(f"calibration written to {args.out}: {dict(calibration.positions)} positions, rules "
           f"{sorted({r for q in calibration.quantiles.values() for r in q})}")
     return 0
