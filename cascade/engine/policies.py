@@ -218,11 +218,6 @@ def offered() -> list[Policy]:
     return [p for p in POLICY_TABLE.values() if p.on_page]
 
 
-def policy_list_markdown() -> str:
-    """The list of policies in docs/how-it-works.md, one line each."""
-    return "\n".join(f"- `{p.name}`: {p.description}." for p in POLICY_TABLE.values())
-
-
 @dataclass(frozen=True)
 class Mode:
     """How one round is written: a policy of the engine's loop, with its k where it speculates."""

@@ -82,9 +82,3 @@ RULE_TABLE: dict[str, Rule] = {
 }
 
 RULES: tuple[str, ...] = tuple(RULE_TABLE)
-
-
-def rule_list_markdown() -> str:
-    """The list of rules in docs/how-it-works.md, one line each."""
-    return "\n".join(f"- `{r.name}`: {r.description} (range {r.low:g} to {r.high:g}, default {r.default:g})."
-                     for r in RULE_TABLE.values())
