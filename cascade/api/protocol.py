@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..engine.config import GenerationConfig, SettingError
-from ..engine.events import Counts, Summary, TokenEvent
+from ..engine.events import NO_BUDGET, Counts, Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
 from . import fields
@@ -167,9 +167,7 @@ def completion_request(body: Any) -> Request:
 def writer_logprob(event: TokenEvent) -> float | None:
     """log p of the token under the model that wrote it (the target, for a token lookup proposed)."""
     ppl = event.draft_ppl if event.source == "draft" else event.target_ppl
-    if ppl is None:
-        return None
-    return -math.log(ppl) if math.isfinite(ppl) and ppl > 0 else -9999.0
+    return None if ppl is None else _lp(1.0 / ppl)
 
 
 def writer_top(event: TokenEvent):
@@ -177,6 +175,7 @@ def writer_top(event: TokenEvent):
 
 
 def _lp(p: float) -> float:
+    """log p, and -9999 (as OpenAI writes it) for a probability of 0 or none at all."""
     return math.log(p) if p > 0 else -9999.0
 
 
@@ -227,10 +226,8 @@ def drafts(counts: Counts) -> dict[str, int]:
 
 def budget(summary: Summary) -> dict[str, Any]:
     """A token budget's account in `usage.cascade` (null without one): share asked, threshold meant, calibration."""
-    account = summary.budget
-    if account is None:
-        return {"budget": None, "budget_threshold": None, "budget_source": None}
-    return {"budget": account.share, "budget_threshold": account.threshold, "budget_source": account.source or None}
+    account = summary.budget.to_dict() if summary.budget is not None else NO_BUDGET
+    return {**account, "budget_source": account["budget_source"] or None}
 
 
 def timings(summary: Summary) -> dict[str, Any]:
@@ -250,13 +247,9 @@ class Stream:
     waiting: list[TokenEvent] = field(default_factory=list)
     started: bool = False
 
-    @property
-    def object(self) -> str:
-        return "chat.completion.chunk" if self.request.chat else "text_completion"
-
     def _chunk(self, *choices: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        return {"id": self.id, "object": self.object, "created": self.created, "model": self.request.model,
-                "choices": list(choices), **extra}
+        return {"id": self.id, "object": "chat.completion.chunk" if self.request.chat else "text_completion",
+                "created": self.created, "model": self.request.model, "choices": list(choices), **extra}
 
     def first(self) -> dict[str, Any] | None:
         """The chunk that opens a chat stream (the assistant's role), once."""

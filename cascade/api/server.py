@@ -173,14 +173,11 @@ async def _items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Ev
 
 async def _collect(request: Request, run: Answer, first: Event, events: AsyncIterator[Event]) -> dict[str, Any]:
     """The whole answer at once, from the generation's events."""
-    tokens, summary = [], None
-    async for item in _items(first, events):
-        if isinstance(item, TokenEvent):
-            tokens.append(item)
-        elif isinstance(item, Summary):
-            summary = item
+    items = [item async for item in _items(first, events)]
+    summary = next((item for item in items if isinstance(item, Summary)), None)
     if summary is None:
         raise ApiError(500, "the generation ended without a summary", kind="server_error")
+    tokens = [item for item in items if isinstance(item, TokenEvent)]
     return protocol.response(request, tokens, summary, run.target_tokens_per_s)
 
 
@@ -253,36 +250,34 @@ class _Api:
 
     async def answer(self, request: Request) -> Any:
         give_back = self.take_place()  # before waiting for the models: those who wait count in the queue
-        try:
-            await self.models_ready()
-        except BaseException:
-            give_back()
-            raise
-        run = Answer(self.service, request)
+        run: Answer | None = None
 
         def finish() -> None:
-            """Stop the generation (if it still runs) and give the request's place back."""
-            run.pump.cancel()
+            """Stop the generation (if it started and still runs) and give the request's place back."""
+            if run is not None:
+                run.pump.cancel()
             give_back()
 
-        events = run.pump.start().stream()
+        streaming = False
         try:
+            await self.models_ready()
+            run = Answer(self.service, request)
+            events = run.pump.start().stream()
             try:  # an error before the first event is an HTTP error, not a broken stream
                 first = await events.__anext__()
             except StopAsyncIteration:
                 raise _error(RuntimeError("the generation ended without a summary")) from None
             except Exception as e:  # noqa: BLE001 - answered in OpenAI's words
                 raise _error(e) from None
-            if request.stream:
-                return StreamingResponse(_stream(request, run, first, events, finish), media_type="text/event-stream",
+            if not request.stream:
+                return JSONResponse(await _collect(request, run, first, events))
+            response = StreamingResponse(_stream(request, run, first, events, finish), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(finish))
-            return JSONResponse(await _collect(request, run, first, events))
-        except BaseException:
-            finish()
-            raise
+            streaming = True  # from here the stream's end, or the client leaving, calls `finish`
+            return response
         finally:
-            if not request.stream:
+            if not streaming:
                 finish()
 
     def reply(self, e: ApiError) -> JSONResponse:
