@@ -248,33 +248,11 @@ def whatif_banner(routing: Routing, run: Decision, asked: Decision, whatif: What
         text = (f"No what-if for this run: the small model did not score these tokens (the big model {wrote} "
                 f"them all). Generate with another policy to see one.")
         return _banner(text, what_if=False)
-    if asked.budget is not None or run.budget is not None:
-        return _banner(_budget_banner_text(routing, run, whatif))
-    if rule != run.rule:
-        return _rule_banner(routing, run.threshold, asked.threshold, run.rule, rule)
-    would, scored, total = whatif.counts
-    text = (f"At threshold {fmt_threshold(asked.threshold)} (this run used {fmt_threshold(run.threshold)}), "
-            f"{would} of {scored} tokens would have gone to the big model, against {routing.n_by_target} of "
-            f"{total} in the real run. This re-reads the perplexities the small model recorded in this run; "
-            f"{_REREAD}. Press Generate to run at this threshold.")
-    return _banner(text)
+    return _banner(_whatif_text(routing, run, whatif))
 
 
-def _rule_banner(routing: Routing, run_threshold: float, threshold: float, run_rule: str, rule: str) -> str:
-    """The banner of a what-if by another rule than the run's, each at a threshold."""
-    would, scored, total = routing.whatif_counts(threshold, rule)
-    unscored = (f" ({total - scored} tokens have no {rule} score and stay grey)" if scored < total else "")
-    text = (f"By {rulewords.plain_name(rule)} at threshold {fmt_threshold(threshold)} "
-            f"(a token goes to the big model when {rulewords.when(rule)}; this run used "
-            f"{rulewords.plain_name(run_rule)} at {fmt_threshold(run_threshold)}), {would} of {scored} tokens "
-            f"would have gone to the big model{unscored}, against {routing.n_by_target} of {total} in the real "
-            f"run. This re-reads what the small model recorded in this run; {_REREAD}. Press Generate to run "
-            f"with this rule and threshold.")
-    return _banner(text)
-
-
-def _budget_banner_text(routing: Routing, run: Decision, whatif: WhatIf) -> str:
-    """The banner of a what-if where a share (budget) chose, or would choose, the positions."""
+def _whatif_text(routing: Routing, run: Decision, whatif: WhatIf) -> str:
+    """The banner's words: what `whatif` (another threshold, share or rule) would have changed against `run`."""
     asked, rule = whatif.decision, whatif.decision.rule
     other = rule != run.rule
     if asked.budget is not None:
@@ -285,17 +263,18 @@ def _budget_banner_text(routing: Routing, run: Decision, whatif: WhatIf) -> str:
         what = (f"{'By ' + rulewords.plain_name(rule) + ' at' if other else 'At'} threshold "
                 f"{fmt_threshold(asked.threshold)}")
         again = "with this rule and threshold" if other else "at this threshold"
+    when = f"a token goes to the big model when {rulewords.when(rule)}; " if other and asked.budget is None else ""
     run_rule = f" by {rulewords.plain_name(run.rule)}" if other else ""
     did = (f"this run asked for {rulewords.share(run.budget)}{run_rule}" if run.budget is not None else
            f"this run used {rulewords.plain_name(run.rule)} at {fmt_threshold(run.threshold)}" if other else
            f"this run used threshold {fmt_threshold(run.threshold)}")
     would, scored, total = whatif.counts
-    unscored = f" ({total - scored} tokens have no {rule} score and stay grey)" if scored < total else ""
+    unscored = f" (grey: {total - scored} with no {rule} score)" if scored < total else ""
     span = whatif.span if asked.budget is not None else None
     moved = ("" if span is None else
              f"; the threshold stayed at {rulewords.fmt_score(rule, span[0])}" if span[0] == span[1] else
              f"; the threshold moved as the answer went, from {rulewords.fmt_score(rule, span[0])} to "
              f"{rulewords.fmt_score(rule, span[1])}")
-    return (f"{what} ({did}), {would} of {scored} tokens would have gone to the big model{unscored}, against "
+    return (f"{what} ({when}{did}), {would} of {scored} tokens would have gone to the big model{unscored}, against "
             f"{routing.n_by_target} of {total} in the real run{moved}. This re-reads what the small model "
             f"recorded in this run; {_REREAD}. Press Generate to run {again}.")
