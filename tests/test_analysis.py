@@ -36,9 +36,9 @@ def test_a_position_the_draft_never_scored_has_no_what_if_verdict():
 
 def test_routing_counts_what_would_have_gone_to_the_target_among_the_positions_the_draft_scored():
     # SPECULATIVE's draft perplexities by position: 1.1, 1.4, 1.5, 2.5, and none for the last one.
-    assert Routing(SPECULATIVE).whatif_counts(1.2) == (3, 4, 5)
-    assert Routing(CASCADE).whatif_counts(1.5) == (3, 5, 5)
-    assert Routing(TARGET_ONLY).whatif_counts(1.5) == (0, 0, 3)
+    assert Routing(SPECULATIVE).at_threshold(1.2).counts == (3, 4, 5)
+    assert Routing(CASCADE).at_threshold(1.5).counts == (3, 5, 5)
+    assert Routing(TARGET_ONLY).at_threshold(1.5).counts == (0, 0, 3)
 
 
 def test_routing_reads_who_wrote_each_position_once():
@@ -53,7 +53,7 @@ def test_routing_reads_who_wrote_each_position_once():
 def test_a_what_if_needs_another_threshold_and_a_run_the_draft_scored():
     assert Routing(CASCADE).has_whatif and Routing(SPECULATIVE).has_whatif and not Routing(TARGET_ONLY).has_whatif
     run = Decision("perplexity", 5.0)
-    assert Routing(CASCADE).whatif(asked_decision(run, 2.5)).counts == Routing(CASCADE).whatif_counts(2.5)
+    assert Routing(CASCADE).whatif(asked_decision(run, 2.5)).counts == Routing(CASCADE).at_threshold(2.5).counts
     assert asked_decision(run, 5.0) is None  # the run's own threshold: the run as it was
     assert asked_decision(run, None) is None
     assert Routing(TARGET_ONLY).whatif(asked_decision(run, 2.5)) is None  # nothing to re-read
@@ -61,7 +61,7 @@ def test_a_what_if_needs_another_threshold_and_a_run_the_draft_scored():
 
 def test_an_empty_run_has_no_positions_and_no_what_if():
     routing = Routing([])
-    assert routing.slots == [] and not routing.has_whatif and routing.whatif_counts(5.0) == (0, 0, 0)
+    assert routing.slots == [] and not routing.has_whatif and routing.at_threshold(5.0).counts == (0, 0, 0)
     assert Routing([ev(0, " q", status="rolled_back", draft_ppl=1.5)]).slots == []  # nothing accepted yet
 
 

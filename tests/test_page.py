@@ -450,7 +450,7 @@ def test_another_rule_recolours_a_finished_run_as_a_what_if(toy_engine):
         threshold = RULE_TABLE[name].default
         _, _, html, plot = rule_changed(name, run)
         traces = json.loads(plot.plot)["data"]
-        would, scored, total = routing.whatif_counts(threshold, name)
+        would, scored, total = routing.at_threshold(threshold, name).counts
         assert 'data-view="whatif"' in html and f'data-rule="{name}"' in html
         assert html.count('class="tok red whatif-target"') == would
         assert f"{would} of {scored} tokens" in html and f"{run.summary.counts.n_target_tokens} of {total}" in html
@@ -461,7 +461,7 @@ def test_another_rule_recolours_a_finished_run_as_a_what_if(toy_engine):
         # Moving the slider under that rule is a what-if by it too.
         other = RULE_TABLE[name].default / 2
         html, _ = whatif(other, run, name)
-        assert html.count('class="tok red whatif-target"') == routing.whatif_counts(other, name)[0]
+        assert html.count('class="tok red whatif-target"') == routing.at_threshold(other, name).counts[0]
     # A rule whose numbers the run lacks (learned, without a router) shows the run and says why.
     html, figure = whatif(0.5, run, "learned")
     assert 'data-view="run"' in html and "No what-if" in html
@@ -560,7 +560,7 @@ def test_moving_the_share_after_a_run_recolours_it_by_the_thresholds_that_share_
         replay("entropy", 0.5, [s.score("entropy") for s in Routing(run.events).slots], run.prior("entropy")))
     # "Set a threshold instead" (no budget): a what-if at the threshold, as before.
     html, _ = whatif(0.3, run, "margin", None)
-    assert html.count('class="tok red whatif-target"') == Routing(run.events).whatif_counts(0.3, "margin")[0]
+    assert html.count('class="tok red whatif-target"') == Routing(run.events).at_threshold(0.3, "margin").counts[0]
     assert "0.3" in unescape(html) and "10%" in unescape(html)
 
 

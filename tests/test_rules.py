@@ -90,7 +90,7 @@ def test_cascade_escalates_exactly_where_the_rule_says(routed, rule, threshold):
     assert all(not r.escalates(r.score(e), threshold) for e in kept)
     assert summary.counts.n_target_tokens == len(escalated)
     # The recorded readings re-judge the run exactly: the what-if at the run's own rule and threshold.
-    would, scored, total = Routing(events).whatif_counts(threshold, rule)
+    would, scored, total = Routing(events).at_threshold(threshold, rule).counts
     assert (would, total) == (len(escalated), summary.counts.n_tokens)
 
 

@@ -152,7 +152,7 @@ def test_a_what_if_by_another_rule_recolours_by_its_numbers_and_says_which():
     panel = tokens.text_panel(routing, RunView(AT_5, threshold=0.4, rule="margin"))
     assert 'data-view="whatif"' in panel and 'data-rule="margin"' in panel
     assert spans(panel, "whatif-target") == [" cat", " sat"]  # margins below 0.4
-    would, scored, total = routing.whatif_counts(0.4, "margin")
+    would, scored, total = routing.at_threshold(0.4, "margin").counts
     text = html.unescape(panel)
     assert "margin rule" in text and "0.4" in text and "0.050" in text  # the rule, its threshold, a token's margin
     assert f"{would} of {scored} tokens" in text and f"0 of {total}" in text

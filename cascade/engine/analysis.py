@@ -4,7 +4,6 @@ and what-ifs, which replay the draft's numbers under another `Decision` position
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Sequence
@@ -127,12 +126,6 @@ class WhatIf:
         return sum(x is True for x in v), sum(x is not None for x in v), len(v)
 
     @property
-    def middle(self) -> float:
-        """The median finite threshold the positions met (the fixed one, or what a budget meant)."""
-        finite = [t for t in self.thresholds if math.isfinite(t)]
-        return statistics.median(finite) if finite else self.decision.threshold
-
-    @property
     def span(self) -> tuple[float, float] | None:
         """The lowest and highest finite threshold the positions met; None without any."""
         finite = [t for t in self.thresholds if math.isfinite(t)]
@@ -191,10 +184,6 @@ class Routing:
     def has_lookup(self) -> bool:
         """Whether prompt lookup proposed any token of this run (kept or not)."""
         return any(e.source == "lookup" for e in self.events)
-
-    def whatif_counts(self, threshold: float, rule: Rule | str = "perplexity") -> tuple[int, int, int]:
-        """`WhatIf.counts` at `threshold`."""
-        return self.at_threshold(threshold, rule).counts
 
     def at_threshold(self, threshold: float, rule: Rule | str = "perplexity") -> WhatIf:
         """The what-if of `rule` at a fixed `threshold`."""
