@@ -20,6 +20,8 @@ from lab.corpus import (
     functions_of,
     module_split,
     stdlib_corpus,
+    stdlib_files,
+    stdlib_root,
     token_classes,
 )
 from cascade.routing import router as router_module
@@ -77,15 +79,42 @@ def test_the_split_is_by_module_and_stable():
     assert 0.15 < splits.count("test") / len(splits) < 0.25
 
 
-def test_the_stdlib_corpus_leaves_out_excluded_names_and_test_suites():
-    items = stdlib_corpus(excluded={"dumps"})
-    assert len(items) > 1000
+# Real standard-library files, at their own places under the root: modules the corpus reads (both splits, all
+# three kinds), and test suites it must leave out (each with documented functions it would otherwise take).
+CORPUS_SAMPLE = ("json/__init__.py", "json/decoder.py", "json/encoder.py", "json/tool.py",
+                 "textwrap.py", "shlex.py", "colorsys.py", "fnmatch.py", "bisect.py")
+TEST_SUITE_SAMPLE = ("test/support/__init__.py", "tkinter/test/support.py", "idlelib/idle_test/mock_tk.py",
+                     "unittest/test/test_case.py")
+
+
+def _stdlib_sample(root):
+    """CORPUS_SAMPLE and TEST_SUITE_SAMPLE copied from the standard library into `root`, at their own paths."""
+    for relative in CORPUS_SAMPLE + TEST_SUITE_SAMPLE:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(stdlib_root() / relative, root / relative)
+    return root
+
+
+def test_the_stdlib_corpus_leaves_out_excluded_names_and_test_suites(tmp_path):
+    root = _stdlib_sample(tmp_path)
+    for relative in TEST_SUITE_SAMPLE:  # read as a module, each test suite would give prompts
+        assert list(functions_of(relative, (root / relative).read_text(encoding="utf-8"))), relative
+    assert any(it.text.startswith("def dumps(") for it in stdlib_corpus(root, excluded=set()))
+    items = stdlib_corpus(root, excluded={"dumps"})
     assert not any(it.kind != "prose" and it.text.startswith("def dumps(") for it in items)
-    assert not any(it.module.startswith("test.") or ".test." in it.module for it in items)
+    assert {it.module for it in items} == {relative[:-3].replace("/", ".").removesuffix(".__init__")
+                                           for relative in CORPUS_SAMPLE}, "a module read or left out wrongly"
     kinds = {it.kind for it in items}
     assert kinds == {"code-qwen", "code-raw", "prose"}
     assert {it.split for it in items} == {"train", "test"}
-    assert all(len(it.classes) == len(it.text) for it in items[:300])
+    assert all(len(it.classes) == len(it.text) for it in items)
+
+
+def test_the_whole_stdlib_is_listed_without_its_test_suites():
+    modules = dict(stdlib_files())
+    assert len(modules) > 500 and {"json", "json.decoder", "textwrap"} <= set(modules)
+    assert not any(m.startswith("test.") or m == "test" or ".test." in m or ".tests." in m or "idle_test" in m
+                   or m.rsplit(".", 1)[-1].startswith("test_") for m in modules)
 
 
 def test_share_for_agreement_on_known_values():
