@@ -40,26 +40,17 @@ class Engine:
         """The tokens the models read before writing: the request, then the answer prefix (`prompt.py`)."""
         return self.encode_request(prompt, chat, system, answer_prefix, history).tokens
 
-    def encode_config(self, prompt: str, config: GenerationConfig) -> EncodedPrompt:
-        """The tokens of a request as its config frames it (chat or raw, system, earlier turns, prefix)."""
-        return self.encode_request(prompt, config.chat, config.system, config.answer_prefix, config.history)
-
     def encode_request(self, prompt: str, chat: bool, system: str = "", answer_prefix: str = "",
                        history: Sequence[tuple[str, str]] = ()) -> EncodedPrompt:
         encoded = encode_prompt(self.pair.target.llm, prompt, chat, system, answer_prefix, history)
         n, n_ctx = len(encoded.tokens), self.pair.config.n_ctx
         if n >= n_ctx:
             given = f" ({encoded.n_given} of them the answer prefix)" if encoded.n_given else ""
-            if history:
-                raise ContextFull(
-                    f"the conversation is {n} tokens{given}, its {len(history)} earlier messages included, but "
-                    f"the context holds {n_ctx}, with room for at least one more; no earlier turn is left out "
-                    f"without asking you: start a new conversation, or ask from an earlier turn (whoever runs the "
-                    f"models can raise the context with --n-ctx or CASCADE_N_CTX)")
-            raise ContextFull(
-                f"the prompt is {n} tokens{given} but the context holds {n_ctx}, with room for at least one "
-                f"more; shorten it (whoever runs the models can raise the context with --n-ctx or CASCADE_N_CTX)"
-            )
+            what, fix = ((f"the conversation is {n} tokens{given}, its {len(history)} earlier messages included,",
+                          "no earlier turn is left out without asking you: start a new conversation, or ask from an "
+                          "earlier turn") if history else (f"the prompt is {n} tokens{given}", "shorten it"))
+            raise ContextFull(f"{what} but the context holds {n_ctx}, with room for at least one more; {fix} (whoever "
+                              "runs the models can raise the context with --n-ctx or CASCADE_N_CTX)")
         return encoded
 
     def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True,
@@ -75,7 +66,7 @@ class Engine:
             if policy.own_loop:
                 yield from run_seed_loop(self.pair, prompt, config, score, mark_written)
                 return
-            request = self.encode_config(prompt, config)
+            request = self.encode_request(prompt, config.chat, config.system, config.answer_prefix, config.history)
             # A fresh cache each request: reused, batched numerics could change the same request's text.
             self.pair.draft.clear()
             self.pair.target.clear()

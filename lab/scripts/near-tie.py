@@ -92,7 +92,7 @@ def written(engine: Engine, prompt: str, config: GenerationConfig) -> tuple[list
     recording = Recording()
     runner = engine.pair.target
     record(runner, recording)
-    recording.n_prompt = len(engine.encode_config(prompt, config).tokens)
+    recording.n_prompt = len(engine.encode(prompt, config.chat, config.system, config.answer_prefix, config.history))
     try:
         tokens = [e.token_id for e in engine.generate(prompt, config, score=False)
                   if isinstance(e, TokenEvent) and e.accepted]
