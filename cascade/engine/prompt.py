@@ -23,21 +23,11 @@ class PromptError(ValueError):
 
 
 @dataclass(frozen=True)
-class Message:
-    role: str  # "system", "user" or "assistant"
-    content: str
-
-
-@dataclass(frozen=True)
 class EncodedPrompt:
     """What the models read before they write: the rendered request, then the answer prefix's tokens."""
 
     tokens: list[int]
     n_given: int = 0  # of `tokens`, the last ones: the answer prefix, read as given
-
-    @property
-    def given(self) -> list[int]:
-        return self.tokens[len(self.tokens) - self.n_given:]
 
 
 def parse_history(value: Any) -> History:
@@ -85,10 +75,9 @@ def _formatter(llm: llama_cpp.Llama) -> Jinja2ChatFormatter:
                                bos_token=_special_text(llm, llm.token_bos()))
 
 
-def conversation(prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> list[Message]:
-    """The messages of one request: the system message if given, the earlier turns, the user's prompt."""
-    return ([Message("system", system)] if system else []) + [Message(role, text) for role, text in history] \
-        + [Message("user", prompt)]
+def conversation(prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """The (role, text) messages of one request: the system message if given, the earlier turns, the user's prompt."""
+    return ([("system", system)] if system else []) + list(history) + [("user", prompt)]
 
 
 def render_chat(llm: llama_cpp.Llama, prompt: str, system: str = "", history: Sequence[tuple[str, str]] = ()) -> str:
@@ -96,8 +85,8 @@ def render_chat(llm: llama_cpp.Llama, prompt: str, system: str = "", history: Se
     return _render(llm, conversation(prompt, system, history))
 
 
-def _render(llm: llama_cpp.Llama, messages: Sequence[Message]) -> str:
-    return _formatter(llm)(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
+def _render(llm: llama_cpp.Llama, messages: Sequence[tuple[str, str]]) -> str:
+    return _formatter(llm)(messages=[{"role": role, "content": text} for role, text in messages]).prompt
 
 
 def _slot(i: int) -> str:
@@ -114,19 +103,18 @@ def _add_bos(llm: llama_cpp.Llama) -> bool:
     return bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model)))
 
 
-def encode_chat(llm: llama_cpp.Llama, messages: Sequence[Message]) -> list[int]:
+def encode_chat(llm: llama_cpp.Llama, messages: Sequence[tuple[str, str]]) -> list[int]:
     """The conversation in the model's template up to the assistant's turn: markup as control tokens,
     messages as plain text."""
-    rendered = _render(llm, [Message(m.role, _slot(i)) for i, m in enumerate(messages)])
+    rest = _render(llm, [(role, _slot(i)) for i, (role, _text) in enumerate(messages)])
     tokens: list[int] = []
-    rest = rendered
-    for i, message in enumerate(messages):
+    for i, (_role, text) in enumerate(messages):
         markup, found, rest = rest.partition(_slot(i))
         if not found or _slot(i) in rest:
             raise PromptError("this model's chat template does not place each message once, in order; "
                               "use raw completion instead")
         tokens += llm.tokenize(_bytes(markup), add_bos=_add_bos(llm) and not tokens, special=True)
-        tokens += llm.tokenize(_bytes(message.content), add_bos=False, special=False)
+        tokens += llm.tokenize(_bytes(text), add_bos=False, special=False)
     return tokens + llm.tokenize(_bytes(rest), add_bos=False, special=True)
 
 
