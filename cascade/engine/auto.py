@@ -76,7 +76,7 @@ class AutoTuner(Observer):
         if None in (d, t1, b):
             return {}
         horizon = max(horizon, 1)
-        catch_up = draft_lag * (self.draft_extra.value if self.draft_extra.value is not None else d) / horizon
+        catch_up = self.probe_cost(draft_lag) / horizon
         out = {("target", 0): t1}
         if self.escalation.value is not None:
             out[("cascade", 0)] = cascade_cost(d, t1, b, self.escalation.value, horizon) + catch_up
@@ -117,7 +117,7 @@ class AutoTuner(Observer):
         return self._set(*best)
 
     def probe_cost(self, draft_lag: int) -> float:
-        """Seconds a probe spends first on the draft reading what it has missed."""
+        """Seconds the draft spends first reading what it has missed (a probe's, or any round's, catch-up)."""
         per_token = self.draft_extra.value if self.draft_extra.value is not None else self.draft_step.value
         return draft_lag * per_token
 

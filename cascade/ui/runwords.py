@@ -64,13 +64,9 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
 
 def _threshold_row(config: GenerationConfig) -> tuple[str, str]:
     """The threshold a run's rule was held to, in words."""
-    rule = RULE_TABLE.get(config.rule)
-    number = f"{rulewords.WORDS[rule.name].number} of it" if rule and rule.name != "perplexity" else None
-    if number is None:
-        return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when the small "
-                             f"model's perplexity of it is above this")
-    return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when {number} is "
-                         f"{'below' if rule.below else 'above'} this")
+    rule = RULE_TABLE.get(config.rule, RULE_TABLE["perplexity"])
+    return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when "
+                         f"{rulewords.WORDS[rule.name].number} of it is {'below' if rule.below else 'above'} this")
 
 
 def about_rows(models: Mapping[str, str], machine: Mapping[str, Any] | None, created: str) -> list[tuple[str, str]]:
