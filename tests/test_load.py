@@ -2,8 +2,8 @@
 
 Ten gradio_client sessions share one engine at once and each must receive exactly the text its own
 requests give alone (no cross-talk through the shared models, their caches, the sampling streams or the
-sessions' state); twenty Stop presses at random points of a stream must leave the page answering and
-the next generation identical to a fresh process's. Run with -s to see the figures.
+sessions' state); a Stop pressed at a random point of each offered policy's stream must leave the page
+answering and the next generation identical to a fresh process's. Run with -s to see the figures.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from cascade.engine.events import Summary
 from cascade.engine.policies import POLICY_TABLE, offered
 from cascade.ui.generate import GENERATE_INPUTS
 
-from .helpers import SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines, page_inputs, serve
+from .helpers import (TOY_THREADS, SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines,
+                      page_inputs, serve)
 
 PROMPTS = (
     "The cat sat on the mat",
@@ -136,9 +137,10 @@ def test_ten_sessions_at_once_each_receive_exactly_their_own_text(toy):
           f"peak {peak} requests in flight, {elapsed:.1f} s")
 
 
-# ---- twenty Stop presses --------------------------------------------------------------------------
+# ---- a Stop in each policy's stream ----------------------------------------------------------------
 
-N_STOPS = 20
+# One Stop per policy on offer: every loop a Stop can cut is cut once (more Stops repeat the same proof).
+N_STOPS = len(OFFERED)
 
 
 def fresh_process_text(toy, inputs: tuple) -> str:
@@ -149,8 +151,8 @@ def fresh_process_text(toy, inputs: tuple) -> str:
     prompt, mode = values.pop("prompt"), values.pop("mode")
     flags = [arg for name, value in values.items() if value is not None  # unset (no budget): the flag's default
              for arg in ("--" + name.replace("_", "-"), str(value))]
-    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", "2", "--n-ctx",
-                "1024", *flags, "--raw" if mode == "raw" else "--chat", "--json", prompt)
+    r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--threads", str(TOY_THREADS),
+                "--n-ctx", "1024", *flags, "--raw" if mode == "raw" else "--chat", "--json", prompt)
     assert r.returncode == 0, r.stderr
     return json_lines(r.stdout)[1]["text"]
 
@@ -164,11 +166,20 @@ def stopped_request(i: int, policy: str) -> tuple:
                        max_tokens=300, temperature=0.7 if sampled else 0.0, seed=i)
 
 
-def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_run_as_a_fresh_process(toy):
+def stop_moments(n: int, rng: random.Random) -> list[float]:
+    """n seconds to wait before a Stop, one at random in each of n equal slices of 0.03 s to 0.35 s, in random
+    order: from before the page's first update (it draws four times a second) to well into the stream."""
+    width = (0.35 - 0.03) / n
+    moments = [0.03 + (i + rng.random()) * width for i in range(n)]
+    rng.shuffle(moments)
+    return moments
+
+
+def test_a_stop_in_each_policys_stream_leaves_the_page_answering_and_the_next_run_as_a_fresh_process(toy):
     engine = engine_for(toy.small, toy.related)
     counting = CountingEngine(engine)
     slow = SlowEngine(counting, pause_s=0.01)  # a stream of 300 tokens lasts 3 s or more: a Stop lands in it
-    rng = random.Random(20)  # seeded: the same twenty moments on every run
+    moments = stop_moments(N_STOPS, random.Random(20))  # seeded: the same moments on every run
     long_runs = [stopped_request(i, policy) for i, policy in enumerate(OFFERED * N_STOPS)][:N_STOPS]
     short = page_inputs(prompt="My name is", max_tokens=8)
     short_text = engine_text(engine, short)
@@ -176,7 +187,7 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
     final = page_inputs(prompt="Once upon a time", mode="chat", policy="speculative", threshold=3.0, k=3,
                         rollback_threshold=10.0, bild_window=8, max_tokens=60, temperature=0.8, top_p=0.9, top_k=40,
                         seed=7)
-    # The fresh process runs while the page is stopped twenty times: it waits mostly on its imports.
+    # The fresh process runs while the page is stopped once per policy: it waits mostly on its imports.
     reference = ThreadPoolExecutor(1).submit(fresh_process_text, toy, final)
 
     demo, url = serve(lambda progress: slow)
@@ -184,11 +195,9 @@ def test_twenty_stop_presses_mid_stream_leave_the_page_answering_and_the_next_ru
     answered_s = []
     try:
         client = Client(url, verbose=False)
-        for inputs in long_runs:
+        for inputs, moment in zip(long_runs, moments):
             job = client.submit(*inputs, api_name="/generate")
-            # From before the first update (the page draws four times a second) to well into the stream,
-            # which lasts three seconds or more.
-            time.sleep(rng.uniform(0.03, 0.35))
+            time.sleep(moment)
             streaming = bool(job.outputs())
             if job.done():
                 ended_before_stop += 1
