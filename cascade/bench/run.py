@@ -159,12 +159,6 @@ def default_cases(max_tokens: int, thresholds: Sequence[float] = (2, 3, 5, 10, 2
     return cases
 
 
-def run_once(engine: Engine, example: Example, config: GenerationConfig) -> tuple[Summary, list[int]]:
-    """One generation on an example: its Summary and the tokens it wrote."""
-    tokens, summary = written(engine, example.prompt, config.replace(chat=example.chat))
-    return summary, tokens
-
-
 def with_draft_variants(cases: Sequence[Case], variants: Sequence[str]) -> list[Case]:
     """Every case again for each draft variant (but the seed's slow loop), labelled with its name."""
     out = list(cases)
@@ -184,14 +178,14 @@ def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], ma
         e.calibrate()  # as loading: weights paged in, auto's costs measured; no case pays for it
     for example in examples:
         log(f"prompt: {example.name}")
-        first, reference = run_once(engine, example, target_config)
+        reference, first = written(engine, example.prompt, target_config.replace(chat=example.chat))
         rows[0].add(first, reference, reference)
         for row in rows[1:]:
-            summary, tokens = run_once(engines[row.draft], example, row.config)
+            tokens, summary = written(engines[row.draft], example.prompt, row.config.replace(chat=example.chat))
             row.add(summary, tokens, reference)
             release_seed_models(engines[row.draft].pair)
             log(f"  {row.label:26s} {summary.tokens_per_s:6.2f} tok/s  {summary.counts.n_tokens} tokens")
-        last, tokens = run_once(engine, example, target_config)
+        tokens, last = written(engine, example.prompt, target_config.replace(chat=example.chat))
         rows[0].add(last, tokens, reference)
     context = engine.encode(examples[0].prompt, examples[0].chat)
     costs = {name: measure_costs(e.pair, context) for name, e in engines.items()}

@@ -49,11 +49,6 @@ def written(engine: Any, prompt: str, config: GenerationConfig) -> tuple[list[in
     return tokens, summary
 
 
-def summary_of(engine: Any, prompt: str, config: GenerationConfig) -> Summary:
-    """One generation's Summary."""
-    return written(engine, prompt, config)[1]
-
-
 def text_ppl(runs: Iterable[Scored], *, every: bool = False) -> float | None:
     """The big model's perplexity of several texts, weighted by tokens; None if none (`every`: any) lacks one."""
     with_tokens = [r for r in runs if r.n_tokens]

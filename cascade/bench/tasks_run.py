@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from ..engine.config import ModelConfig
 from ..engine.policies import POLICY_TABLE
 from . import sandbox
-from .summaries import summary_of
+from .summaries import written
 from .tasks import CHECK_VERSION, PromptStyle, Task, TasksError, check_answer
 from .tasks_cache import AnswerCache, Setup, cache_key, cache_root, setup_of
 from .tasks_configs import Configuration, configurations, distinct
@@ -40,7 +40,7 @@ def run_tasks(tasks: Sequence[Task], configurations: Sequence[Configuration], st
                                                                             memory_mb))
                     cache.put(key, answer.record(task))
             else:
-                summary = summary_of(engine(), prompt, result.configuration.config.replace(**framing))
+                _tokens, summary = written(engine(), prompt, result.configuration.config.replace(**framing))
                 answer = Answer.from_summary(task, summary, check_answer(task, style, summary.answer, timeout_s,
                                                                          memory_mb))
                 cache.put(key, answer.record(task))
