@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 # How a check ended. `no_code` is decided before anything runs (the answer held no program).
@@ -43,9 +43,6 @@ class Check:
     @property
     def passed(self) -> bool:
         return self.kind == PASSED
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
