@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from cascade.bench.summaries import scored, summary_of, target_agreement, text_ppl
+from cascade.bench.summaries import scored, target_agreement, text_ppl, written
 from cascade.engine.config import GenerationConfig
 from cascade.engine.engine import Engine
 from cascade.engine.events import Summary
@@ -101,7 +101,7 @@ class RoutersResult:
 
 
 def run_policy(engine: Engine, items: Sequence[PromptItem], config: GenerationConfig) -> list[Summary]:
-    return [summary_of(engine, item.prompt, config.replace(chat=item.chat)) for item in items]
+    return [written(engine, item.prompt, config.replace(chat=item.chat))[1] for item in items]
 
 
 def evaluate(engine: Engine, items: Sequence[PromptItem], max_tokens: int, share: float = 0.10,

@@ -194,7 +194,8 @@ def test_logprobs_are_the_writing_models_own(client, service):
     with service.lease() as engine:
         *events, _ = engine.generate(request.prompt, request.config)
         out = [e.token_id for e in events if e.accepted]
-        context = engine.encode_config(request.prompt, request.config).tokens
+        c = request.config
+        context = engine.encode(request.prompt, c.chat, c.system, c.answer_prefix, c.history)
         engine.pair.draft.clear()
         engine.pair.target.clear()
         draft_rows = engine.pair.draft.advance(context + out[:-1], len(out))
@@ -225,7 +226,8 @@ def test_earlier_turns_go_through_the_chat_template(service):
                 {"role": "user", "content": "And now?"}]
     request = protocol.chat_request({"model": "target", "messages": messages})
     with service.lease() as engine:
-        tokens = engine.encode_config(request.prompt, request.config).tokens
+        c = request.config
+        tokens = engine.encode(request.prompt, c.chat, c.system, c.answer_prefix, c.history)
         text = engine.pair.target.llm.detokenize(tokens, special=True).decode()
     assert ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nAnd now?"
             "<|im_end|>\n<|im_start|>assistant\n") in text
