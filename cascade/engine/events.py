@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Literal, Mapping, Sequence, Union
 
 # Who proposed a token: the draft, the target, or prompt lookup (checked by the target).
 Source = Literal["draft", "target", "lookup"]
@@ -17,9 +17,15 @@ StopReason = Literal["eos", "max_tokens", "stop_string", "context_full", "cancel
 Alternatives = Union[tuple[tuple[str, float], ...], None]
 
 
-def _finite(x: float | None) -> float | None:
-    """`x`, or None for an infinity (JSON has none)."""
-    return x if x is None or math.isfinite(x) else None
+def plain(value: Any) -> Any:
+    """JSON-ready: tuples as lists, keys as text, non-finite floats (JSON has none) as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -46,12 +52,7 @@ class TokenEvent:
         return self.status == "accepted"
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        for key in ("draft_ppl", "target_ppl", "draft_entropy"):
-            d[key] = _finite(d[key])
-        for key in ("draft_top", "target_top"):  # as JSON gives them back: lists of [text, probability]
-            d[key] = None if d[key] is None else [[text, p] for text, p in d[key]]
-        return d
+        return plain(dataclasses.asdict(self))  # the tops as JSON gives them back: lists of [text, probability]
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,7 @@ class Work:
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # a check of k tokens asks k + 1 rows
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        # JSON's keys are text: the call sizes as "5": 12
-        d["call_sizes"] = {model: {str(n): c for n, c in sizes.items()} for model, sizes in self.call_sizes.items()}
-        return d
+        return plain(dataclasses.asdict(self))  # JSON's keys are text: the call sizes as "5": 12
 
 
 @dataclass(frozen=True)
@@ -133,9 +131,7 @@ class Quality:
     scored_top: tuple[tuple[int, Alternatives], ...] = ()  # (position, top) pairs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text_ppl_by_target": _finite(self.text_ppl_by_target), "target_agreement": self.target_agreement,
-                "scoring_s": self.scoring_s,
-                "scored_top": [[position, [[text, p] for text, p in top]] for position, top in self.scored_top]}
+        return plain(dataclasses.asdict(self))
 
 
 UNSCORED: dict[str, Any] = {"text_ppl_by_target": None, "target_agreement": None, "scoring_s": 0.0, "scored_top": []}

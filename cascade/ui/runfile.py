@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import math
 import os
 import re
 import tempfile
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..engine.analysis import Decision, Routing, RunView
 from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.events import Summary, TokenEvent
+from ..engine.events import Summary, TokenEvent, plain
 from ..engine.policies import POLICY_TABLE
 from ..routing.rules import RULE_TABLE
 from ..serving.machine import cpu_name
@@ -76,17 +75,6 @@ def model_names(models: ModelConfig) -> dict[str, str]:
     return {"draft": model_name(models.draft), "target": model_name(models.target)}
 
 
-def _plain(value: Any) -> Any:
-    """JSON-ready: tuples as lists, non-finite floats (JSON has none) as null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _script_safe(json_text: str) -> str:
     """JSON text that cannot end or confuse the script element holding it, and is still the same JSON."""
     return (json_text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
@@ -97,7 +85,7 @@ def run_record(prompt: str, config: GenerationConfig, events: Sequence[TokenEven
                models: Mapping[str, str], machine: Mapping[str, Any] | None, comparison: Summary | None,
                created: str, earlier: Sequence[conversation.Turn] = ()) -> dict[str, Any]:
     """The run as the file embeds it (and `read_run` returns it), a follow-up's earlier turns under "earlier"."""
-    return _plain({
+    return plain({
         "earlier": [conversation.turn_record(t) for t in earlier],
         "format": FORMAT, "version": VERSION, "prompt": prompt, "settings": dataclasses.asdict(config),
         "events": [e.to_dict() for e in events], "summary": summary.to_dict() if summary else None,
