@@ -110,8 +110,9 @@ def assert_snapshot(surface: str, text: str) -> None:
 
 def cascade(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
             module: str = "cascade") -> subprocess.CompletedProcess:
-    """`python -m cascade ARGS` (or another `module`: `lab`) in a new process, from the repository root."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    """`python -m cascade ARGS` (or another `module`: `lab`) in a new process, from the repository root; its
+    models run on TOY_THREADS (CASCADE_THREADS) unless this process's environment, `env` or a flag says otherwise."""
+    full_env = {"CASCADE_THREADS": str(TOY_THREADS), **os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, cwd=ROOT)
 
