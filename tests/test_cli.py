@@ -7,12 +7,12 @@ import pytest
 from .fakehub import FakeHub
 from cascade.engine.policies import POLICIES
 
-from .helpers import cascade, json_lines
+from .helpers import TOY_THREADS, cascade, json_lines
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_generate_json_contract(toy, policy):
     r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--policy", policy,
-                "--threshold", "3", "--k", "3", "--max-tokens", "12", "--seed", "1", "--threads", "2",
+                "--threshold", "3", "--k", "3", "--max-tokens", "12", "--seed", "1", "--threads", str(TOY_THREADS),
                 "--json", "My name is A")
     assert r.returncode == 0, r.stderr
     events, summary = json_lines(r.stdout)
@@ -44,7 +44,7 @@ def test_generate_takes_a_rule_and_records_the_drafts_reading(toy):
 
 def test_generate_takes_a_budget_and_says_what_it_delivered(toy):
     base = ["generate", "--draft", str(toy.small), "--target", str(toy.related), "--rule", "margin", "--budget", "0.2",
-            "--max-tokens", "24", "--threads", "2", "--router", "none", "My name is A"]
+            "--max-tokens", "24", "--threads", str(TOY_THREADS), "--router", "none", "My name is A"]
     r = cascade(*base, "--json")
     assert r.returncode == 0, r.stderr
     _, summary = json_lines(r.stdout)
