@@ -12,7 +12,7 @@ import pytest
 from cascade import GenerationConfig, RouterMissing, SettingError
 from cascade.engine.policies import POLICIES, POLICY_TABLE, offered
 
-from .helpers import ROOT, AnsweringService, cascade, engine_for, run
+from .helpers import ROOT, TOY_THREADS, AnsweringService, cascade, engine_for, run
 
 
 def _refused(policy: str) -> bool:
@@ -44,7 +44,8 @@ def test_the_library_refuses_by_type_or_runs(toy, policy):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_the_command_line_exits_2_in_one_line_or_runs(toy, policy):
     r = cascade("generate", "--draft", str(toy.small), "--target", str(toy.related), "--policy", policy,
-                "--rule", "learned", "--router", "none", "--max-tokens", "4", "--threads", "2", "Say hi.")
+                "--rule", "learned", "--router", "none", "--max-tokens", "4", "--threads", str(TOY_THREADS),
+                "Say hi.")
     if _refused(policy):
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith("error: "), r.stderr  # one line, after the progress
