@@ -22,7 +22,7 @@ from cascade.ui import rulewords, sentences
 from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html
 
-from .helpers import cascade, engine_for, json_lines, run
+from .helpers import TOY_THREADS, cascade, engine_for, json_lines, run
 from .recorded import CASCADE, ev, spans, summary as recorded_summary
 
 PROMPT = "The cat sat"
@@ -256,7 +256,7 @@ def test_the_file_asks_for_nothing_from_any_network(toy_run):
 
 def test_generate_save_writes_the_run_the_json_lines_describe(toy, tmp_path):
     base = ["generate", "--draft", str(toy.small), "--target", str(toy.related), "--raw", "--max-tokens", "12",
-            "--threads", "2"]
+            "--threads", str(TOY_THREADS)]
     saved = cascade(*base, "--save", str(tmp_path / "out.html"), PROMPT)
     assert saved.returncode == 0, saved.stderr
     assert "run saved to" in saved.stderr
@@ -268,7 +268,7 @@ def test_generate_save_writes_the_run_the_json_lines_describe(toy, tmp_path):
     assert record["summary"]["text"] == summary["text"]
     assert record["prompt"] == PROMPT and record["settings"]["max_tokens"] == 12
     assert record["models"] == {"draft": toy.small.name, "target": toy.related.name}  # names, not paths
-    assert record["machine"]["threads"] == 2 and record["machine"]["cpu"]
+    assert record["machine"]["threads"] == TOY_THREADS and record["machine"]["cpu"]
     with_json = read_run((tmp_path / "both.html").read_text(encoding="utf-8"))
     # The file's events are the streamed ones, with the big model's lists from the Summary's scoring pass
     # where it read a position only then (as the page keeps them); the terminal's lines stream before it.
