@@ -68,10 +68,27 @@ def _points(name: str, chosen: list[Slot], color: str, symbol: str = "circle", e
     return trace
 
 
-def _line(name: str, y: float, span: tuple[float, float], color: str, dash: str) -> dict:
-    return {"type": "scatter", "mode": "lines", "name": name, "x": list(span), "y": [y, y],
-            "hovertemplate": html.escape(name) + "<extra></extra>",
-            "line": {"color": color, "dash": dash, "width": 2.5}, "meta": "threshold"}
+def _line(name: str, xs: list, ys: list, color: str, dash: str, moving: bool = False) -> dict:
+    """A threshold's trace: flat, or (`moving`) stepped position by position with a gap where it is infinite."""
+    return {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys, "connectgaps": False,
+            "hovertemplate": html.escape(name) + (": %{y:.3g}" if moving else "") + "<extra></extra>",
+            "line": {"color": color, "dash": dash, "width": 2.5, **({"shape": "hvh"} if moving else {})},
+            "meta": "threshold"}
+
+
+def _threshold_line(routing: Routing, decision: Decision, span: tuple[float, float], prefix: str, named: bool,
+                    color: str, dash: str, whatif: WhatIf | None = None, prior: Sequence[float] | None = None) -> dict:
+    """`decision`'s threshold: with a share, the one it set at each position (`whatif`, else replayed from
+    `prior`), else a flat line; its name (the rule's if `named`) short enough for a phone's legend."""
+    rule = as_rule(decision.rule)
+    by = f" ({rule.name})" if named else ""
+    if decision.budget is not None and (whatif := whatif or routing.whatif(decision, prior)) is not None:
+        ys = [t if math.isfinite(t) else None for t in whatif.thresholds]
+        return _line(f"{prefix}, moved for a {rulewords.share(decision.budget)} share{by}",
+                     [s.token.position for s in routing.slots], ys, color, dash, moving=True)
+    below = " (below it, the big model writes)" if rule.below else ""
+    return _line(f"{prefix} {fmt_threshold(decision.threshold)}{by}{below}", list(span), [decision.threshold] * 2,
+                 color, dash)
 
 
 def _whatif_traces(routing: Routing, whatif: WhatIf, named: bool = False) -> list[dict]:
@@ -123,30 +140,6 @@ def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule = PERPLEXIT
     return traces
 
 
-def _moving_line(name: str, routing: Routing, whatif: WhatIf, color: str, dash: str) -> dict:
-    """The threshold a share (budget) set, position by position, as a stepped line (a gap where infinite)."""
-    xs = [s.token.position for s in routing.slots]
-    ys = [t if math.isfinite(t) else None for t in whatif.thresholds]
-    return {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys, "connectgaps": False,
-            "hovertemplate": html.escape(name) + ": %{y:.3g}<extra></extra>",
-            "line": {"color": color, "dash": dash, "width": 2.5, "shape": "hvh"}, "meta": "threshold"}
-
-
-def _share_name(prefix: str, budget: float, rule: Rule, named: bool) -> str:
-    """A moving threshold's name, short enough for a phone's legend."""
-    name = f"{prefix}, moved for a {rulewords.share(budget)} share"
-    return f"{name} ({rule.name})" if named else name
-
-
-def _threshold_name(prefix: str, threshold: float, rule: Rule, named: bool) -> str:
-    name = f"{prefix} {fmt_threshold(threshold)}"
-    if named:
-        name += f" ({rule.name})"
-    if rule.below:
-        name += " (below it, the big model writes)"
-    return name
-
-
 def _yaxis(rule: Rule) -> dict[str, Any]:
     if rule.log_scale:
         return {"title": {"text": rulewords.WORDS[rule.name].axis}, "type": "log",
@@ -156,16 +149,6 @@ def _yaxis(rule: Rule) -> dict[str, Any]:
     if rule.high <= 1:  # a probability or a difference of two: the whole range
         axis["range"] = [-0.03, 1.03]
     return axis
-
-
-def _run_line(routing: Routing, run: Decision, span: tuple[float, float], prior: Sequence[float] | None,
-              prefix: str, color: str, dash: str) -> dict:
-    """The run's own threshold: a flat line, or the thresholds its share set, replayed from `prior`."""
-    rule = as_rule(run.rule)
-    own = routing.whatif(run, prior) if run.budget is not None else None
-    if own is not None:
-        return _moving_line(_share_name(prefix, run.budget, rule, False), routing, own, color, dash)
-    return _line(_threshold_name(prefix, run.threshold, rule, False), run.threshold, span, color, dash)
 
 
 def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> dict[str, Any]:
@@ -178,19 +161,15 @@ def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> di
     span = (-0.5, max((s.token.position for s in routing.slots), default=0) + 0.5)
     other = shown != run_rule
     if whatif is not None:
-        by_share = whatif.decision.budget
-        line = (_moving_line(_share_name("what-if threshold", by_share, shown, other), routing, whatif,
-                             THRESHOLD_COLOUR, "solid") if by_share is not None else
-                _line(_threshold_name("what-if threshold", whatif.decision.threshold, shown, other),
-                      whatif.decision.threshold, span, THRESHOLD_COLOUR, "solid"))
-        traces = _whatif_traces(routing, whatif, named=other) + [line]
+        traces = _whatif_traces(routing, whatif, named=other) + [_threshold_line(
+            routing, whatif.decision, span, "what-if threshold", other, THRESHOLD_COLOUR, "solid", whatif)]
         if not other:  # the run's own threshold is in another rule's units otherwise
-            traces.append(_run_line(routing, run, span, prior, "this run's threshold", GREY, "dot"))
+            traces.append(_threshold_line(routing, run, span, "this run's threshold", False, GREY, "dot", prior=prior))
     else:
         scored = [s for s in routing.slots if s.score(shown) is not None]
         unscored = [s for s in routing.slots if s.score(shown) is None]
-        traces = _run_traces(scored, unscored, shown) + (
-            [_run_line(routing, run, span, prior, "threshold", THRESHOLD_COLOUR, "dash")] if run_line else [])
+        traces = _run_traces(scored, unscored, shown) + ([_threshold_line(
+            routing, run, span, "threshold", False, THRESHOLD_COLOUR, "dash", prior=prior)] if run_line else [])
     traces = [t for t in traces if t["x"] or t["meta"] == "threshold"]  # no empty legend entries
     if whatif is None:
         title = "How unsure was the small model, token by token"
