@@ -189,12 +189,8 @@ class Pacer:
         self.costs = [0.0]
         self._clock = clock
 
-    @property
-    def cost(self) -> float:
-        return min(self.costs)
-
     def interval(self) -> float:
-        return max(UPDATE_EVERY_S, DRAW_SHARE * self.cost)
+        return max(UPDATE_EVERY_S, DRAW_SHARE * min(self.costs))
 
     def draw(self, run: Run) -> Update:
         started = self._clock()

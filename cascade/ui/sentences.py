@@ -249,9 +249,7 @@ def break_even_sentence(summary: Summary, break_even: float | None) -> str | Non
     if break_even is None or summary.counts.n_tokens == 0 or summary.policy not in ("cascade", "bild"):
         return None
     share = summary.counts.target_share
-    limit = _share(min(max(break_even, 0.0), 1.0))
-    if share < break_even:
-        return (f"This run gave the big model {_share(share)} of the tokens, under the break-even for this machine "
-                f"({limit}): by the costs measured here, sharing the work pays at this share.")
-    return (f"This run gave the big model {_share(share)} of the tokens, not under the break-even for this machine "
-            f"({limit}): by the costs measured here, the big model alone would be as fast or faster.")
+    under = share < break_even
+    return (f"This run gave the big model {_share(share)} of the tokens, {'' if under else 'not '}under the break-even "
+            f"for this machine ({_share(min(max(break_even, 0.0), 1.0))}): by the costs measured here, "
+            + ("sharing the work pays at this share." if under else "the big model alone would be as fast or faster."))
