@@ -521,3 +521,64 @@ def build_toy_models(directory: Path) -> ToyModels:
         other = other_vocab()
         write_gguf(paths.other_vocab, OTHER, other, random_weights(OTHER, other))
     return paths
+
+
+# --- padding rows ----------------------------------------------------------------------
+# Qwen2.5's GGUFs end their vocabulary with padding entries past the tokenizer's real tokens ("[PAD151665]", ...,
+# token type UNUSED): the 0.5B-3B files have 151,936 rows, the 7B and 14B 152,064. These variants do the same to
+# `small` and `large`: `small` plus SMALL_PADDING rows, `large` plus LARGE_PADDING, so the pair shares some padding
+# ids and the bigger one has padding rows the other lacks. The real tokens' rows are the originals' own, so both
+# write what `small` and `large` write wherever no padding id is chosen.
+
+SMALL_PADDING = 64
+LARGE_PADDING = 128
+# The norm of `large`'s padding rows: 128 random directions this long in its 128 dimensions out-score every real
+# token at every position, so an engine that lets padding be chosen chooses it.
+LOUD_PADDING_NORM = 60.0
+
+
+@dataclass(frozen=True)
+class PaddedToys:
+    """Paths of `small` and `large` with padding rows (see "padding rows" above)."""
+
+    small: Path
+    large: Path
+
+
+def padded_vocab(vocab: Vocab, extra: int, token_type: int = int(gguf.TokenType.UNUSED)) -> Vocab:
+    """`vocab` and `extra` entries after it named as Qwen2.5 names its padding ("[PAD509]", ...)."""
+    names = [f"[PAD{i}]" for i in range(vocab.size, vocab.size + extra)]
+    return Vocab(tokens=vocab.tokens + names, token_types=vocab.token_types + [token_type] * extra,
+                 merges=vocab.merges)
+
+
+def padded_weights(tensors: Tensors, extra: int, norm: float, seed: int) -> Tensors:
+    """`tensors` with `extra` rows after the (tied) embedding: zero rows, or random directions of length `norm`."""
+    embd = tensors["token_embd.weight"]
+    rows = np.zeros((extra, embd.shape[1]), np.float32)
+    if norm:
+        rows = np.random.default_rng(seed).standard_normal(rows.shape).astype(np.float32)
+        rows *= norm / np.linalg.norm(rows, axis=1, keepdims=True)
+    return {**tensors, "token_embd.weight": np.concatenate([embd, rows]).astype(np.float32)}
+
+
+def write_padded(path: Path, spec: ModelSpec, extra: int, norm: float = 0.0,
+                 token_type: int = int(gguf.TokenType.UNUSED)) -> Path:
+    """`spec`'s toy model with `extra` rows of `token_type` after its vocabulary, written to `path`."""
+    vocab = main_vocab()
+    tensors = padded_weights(random_weights(spec, vocab), extra, norm, seed=spec.seed + 100)
+    write_gguf(path, replace(spec, name=f"{spec.name}-padded"), padded_vocab(vocab, extra, token_type), tensors)
+    return path
+
+
+def build_padded_models(directory: Path) -> PaddedToys:
+    """Write `small` and `large` with padding rows into ``directory`` (those not there yet)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = PaddedToys(small=directory / f"toy-small-padded-v{RECIPE_VERSION}.gguf",
+                       large=directory / f"toy-large-padded-v{RECIPE_VERSION}.gguf")
+    if not paths.small.exists():
+        write_padded(paths.small, SMALL, SMALL_PADDING)
+    if not paths.large.exists():
+        write_padded(paths.large, LARGE, LARGE_PADDING, norm=LOUD_PADDING_NORM)
+    return paths

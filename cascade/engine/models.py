@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import llama_cpp
+import numpy as np
 
 from ..routing.router import token_class
 from .batching import Scheduler, SharedContext
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
     from .config import ModelConfig
 
 GGUF_MAGIC = b"GGUF"
-# llama.cpp's own speculative example lets the vocabularies differ by this many (padding) tokens.
-MAX_VOCAB_SIZE_DIFFERENCE = 128
 
 
 class ModelError(Exception):
@@ -139,25 +138,41 @@ def token_text(llm: llama_cpp.Llama, token: int) -> bytes:
     return llama_cpp.llama_vocab_get_text(_vocab(llm), token) or b""
 
 
+def _is_padding(vocab, token: int) -> bool:
+    return bool(llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_UNUSED)
+
+
 def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> int:
-    """Refuse a pair whose token ids do not mean the same text (a few padding entries may differ, as in
-    llama.cpp); return the shared vocabulary size."""
-    nd, nt = draft.n_vocab(), target.n_vocab()
-    if abs(nd - nt) > MAX_VOCAB_SIZE_DIFFERENCE:
-        raise ModelError(f"the draft and target models have different vocabularies ({nd} vs {nt} tokens); "
-                         f"choose two models of the same family (for example Qwen2.5 0.5B and 1.5B)")
+    """Refuse a pair unless every id both have means the same text and every row only the bigger one has is
+    padding (token type UNUSED, as the 128 rows Qwen2.5 7B and 14B have past the smaller sizes'); return the
+    shared vocabulary size."""
     vd, vt = _vocab(draft), _vocab(target)
     if llama_cpp.llama_vocab_type(vd) != llama_cpp.llama_vocab_type(vt) or \
             llama_cpp.llama_vocab_eos(vd) != llama_cpp.llama_vocab_eos(vt):
         raise ModelError("the draft and target models use different tokenizers (their vocabularies differ); "
                          "choose two models of one family")
+    nd, nt = draft.n_vocab(), target.n_vocab()
     n = min(nd, nt)
     for token in range(n):
         if llama_cpp.llama_vocab_get_text(vd, token) != llama_cpp.llama_vocab_get_text(vt, token):
             raise ModelError(f"the draft and target models' vocabularies differ (token {token} is "
                              f"{token_text(draft, token)!r} vs {token_text(target, token)!r}); choose two models "
                              "of one family")
+    bigger, role = (draft, "draft") if nd > nt else (target, "target")
+    real = next((t for t in range(n, max(nd, nt)) if not _is_padding(_vocab(bigger), t)), None)
+    if real is not None:
+        raise ModelError(f"the draft and target models' vocabularies differ: the {role} has {abs(nd - nt)} more "
+                         f"tokens, and token {real} ({token_text(bigger, real)!r}) is not padding; choose two models "
+                         f"of one family (for example Qwen2.5 0.5B and 7B)")
     return n
+
+
+def shared_padding(draft: llama_cpp.Llama, target: llama_cpp.Llama, n_vocab: int) -> np.ndarray | None:
+    """The ids under `n_vocab` either model marks as padding ("[PAD151665]", ...), which neither may ever
+    choose; None where there are none."""
+    vd, vt = _vocab(draft), _vocab(target)
+    ids = [t for t in range(n_vocab) if _is_padding(vd, t) or _is_padding(vt, t)]
+    return np.asarray(ids, dtype=np.intp) if ids else None
 
 
 # ---- the pair -------------------------------------------------------------------------------------
@@ -225,7 +240,8 @@ def load_pair(config: "ModelConfig", progress: Callable[[str], None] = lambda _m
     progress("loading the target model")
     target = load_model(target_path, config, "target", slots=slots)
     n_vocab = check_same_vocabulary(draft, target)
+    padding = shared_padding(draft, target, n_vocab)  # never chosen by either model's rows
     scheduler = Scheduler()  # one decode at a time over the machine's cores, whichever the model
-    return ModelPair(draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler)),
-                     target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler)),
+    return ModelPair(draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler), padding=padding),
+                     target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler), padding=padding),
                      draft_path=draft_path, target_path=target_path, config=config)

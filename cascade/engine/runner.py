@@ -13,13 +13,16 @@ from .batching import Call, SharedContext
 from .events import ModelStats
 
 SHARED_CHUNK = 64  # tokens per call of a long read in a shared context: other slots wait one short step
+# A padding id's logit: no softmax gives it mass, no argmax picks it, and unlike -inf it keeps entropies finite
+# (0 * -inf is NaN).
+NEVER = float(np.finfo(np.float32).min)
 
 
 class ModelRunner:
     """One sequence's cursor in a model's context, its own or one slot of a `batching.SharedContext`."""
 
     def __init__(self, llm: llama_cpp.Llama, n_vocab: int | None = None, context: SharedContext | None = None,
-                 seq: int = 0) -> None:
+                 seq: int = 0, padding: np.ndarray | None = None) -> None:
         self.llm = llm
         self._owns_context = context is None
         self.context = context or SharedContext(llm)
@@ -29,6 +32,7 @@ class ModelRunner:
         self.n_batch = self.context.n_batch
         self.n_ctx = llm.n_ctx() // self.context.n_seq  # each slot's share of the context
         self.n_vocab = n_vocab or llm.n_vocab()  # rows are cut to the vocabulary both models share
+        self.padding = padding  # ids of that vocabulary no row lets be chosen (`NEVER`), or None
         self.tokens: list[int] = []  # exactly what the KV cache holds for this sequence, in order
         self._drop_from: int | None = None  # a rollback the next decode carries out (see `_truncate`)
         self.stats = ModelStats()
@@ -37,7 +41,7 @@ class ModelRunner:
 
     def sibling(self, seq: int) -> "ModelRunner":
         """A cursor for another sequence of the same context (another slot)."""
-        return ModelRunner(self.llm, self.n_vocab, self.context, seq)
+        return ModelRunner(self.llm, self.n_vocab, self.context, seq, self.padding)
 
     def close(self) -> None:
         if self._owns_context:
@@ -117,6 +121,8 @@ class ModelRunner:
                 self._decode(chunk, wanted, rows[out], hidden[out] if embed else None)
                 calls += 1
                 start += len(chunk)
+        if self.padding is not None:  # the one place rows reach the engine: sampling, checks and scores see this
+            rows[:, self.padding] = NEVER
         return rows, calls
 
     def _chunk_size(self) -> int:

@@ -19,6 +19,15 @@ document.body.appendChild(tip);
 
 const shown = (text) => "\\u201c" + text.replace(/\\n/g, "\\u21b5").replace(/\\t/g, "\\u21e5") + "\\u201d";
 
+// An element with its style and text (model text only ever as textContent).
+function el(tag, css, text = "", className = "") {
+  const e = document.createElement(tag);
+  e.style.cssText = css;
+  e.textContent = text;
+  if (className) e.className = className;
+  return e;
+}
+
 let pinned = null;
 
 function choose(token, text) {
@@ -28,21 +37,13 @@ function choose(token, text) {
 }
 
 function column(title, items, chosen, colour, token) {
-  const box = document.createElement("div");
-  box.style.cssText = "flex:1 1 0;min-width:150px";
-  const head = document.createElement("div");
-  head.style.cssText = "font-weight:600;margin-bottom:3px" + (colour ? ";color:" + colour : "");
-  head.textContent = title;
-  box.appendChild(head);
+  const box = el("div", "flex:1 1 0;min-width:150px");
+  box.appendChild(el("div", "font-weight:600;margin-bottom:3px" + (colour ? ";color:" + colour : ""), title));
   if (!items) {
-    const none = document.createElement("div");
-    none.style.color = "__GREY__";
-    none.textContent = "did not read this position";
-    box.appendChild(none);
+    box.appendChild(el("div", "color:__GREY__", "did not read this position"));
     return box;
   }
-  const table = document.createElement("table");
-  table.style.cssText = "border-collapse:collapse;width:100%";
+  const table = el("table", "border-collapse:collapse;width:100%");
   for (const [text, pct] of items) {
     const row = table.insertRow();
     row.className = text === chosen ? "chosen" : "";
@@ -81,25 +82,18 @@ function show(token, pin) {
   try { lists = JSON.parse(token.dataset.alt); } catch (e) { return; }
   const chosen = token.textContent;
   tip.replaceChildren();
-  const details = document.createElement("div");
-  details.className = "alts-details";
-  details.style.cssText = "white-space:pre-line;margin-bottom:6px";
-  details.textContent = token.dataset.details || "";
-  const cols = document.createElement("div");
-  cols.className = "alts-columns";
-  cols.style.cssText = "display:flex;gap:14px";
+  const details = el("div", "white-space:pre-line;margin-bottom:6px", token.dataset.details || "", "alts-details");
+  const cols = el("div", "display:flex;gap:14px", "", "alts-columns");
   const choice = pin ? token : null;
   cols.appendChild(column("small model's likeliest", lists[0], chosen, "", choice));
   cols.appendChild(column("big model's likeliest", lists[1], chosen, "__RED__", choice));
   tip.append(details, cols);
-  const hint = document.createElement("div");
-  hint.className = "alts-hint";
-  hint.style.cssText = "margin-top:6px;color:__GREY__";
   // A saved run (no `trigger`) cannot fork: its hover offers nothing to click.
-  hint.textContent = pin ? "Choose a token to write on from it: a new branch, with the same settings."
-                   : !trigger ? ""
-                   : earlier(token) ? "An earlier answer: show its branch (Branches of this session) to write on from it."
-                   : "Click the token to write on from one of these.";
+  const hint = el("div", "margin-top:6px;color:__GREY__",
+                  pin ? "Choose a token to write on from it: a new branch, with the same settings."
+                  : !trigger ? ""
+                  : earlier(token) ? "An earlier answer: show its branch (Branches of this session) to write on from it."
+                  : "Click the token to write on from one of these.", "alts-hint");
   if (hint.textContent) tip.appendChild(hint);
   pinned = pin ? token : null;
   tip.style.pointerEvents = pin ? "auto" : "none";
