@@ -2,7 +2,9 @@
 
 It answers `HEAD|GET /{owner}/{repo}/resolve/{revision}/{filename}` with the headers huggingface_hub
 reads (X-Repo-Commit, ETag, Content-Length), so `hf_hub_download` runs its real code path against it
-when HF_ENDPOINT points here. `cut_after` makes it drop the connection mid-file, like a network fault.
+when HF_ENDPOINT points here. A GET with `Range: bytes=N-` is answered from byte N (206), as the Hub does.
+`cut_after` makes it drop the connection at that byte of the file, like a network fault: in every answer,
+or in the first `cuts` answers only (a fault that passes).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ class FakeHub:
         self.files = files  # "owner/repo/filename" -> local file
         self.requests: list[str] = []
         self.cut_after: int | None = None
+        self.cuts: int | None = None  # answers still to cut (None: every one)
+        self.ranges: list[str | None] = []  # each GET's Range header
+        self.served = 0  # body bytes sent, over every GET
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,13 +51,23 @@ class FakeHub:
                     self.end_headers()
                     return
                 data = hub.files[key].read_bytes()
-                self.send_response(200)
+                asked = self.headers.get("Range") if body else None
+                start = int(asked.split("=")[1].split("-")[0]) if asked else 0
+                self.send_response(206 if start else 200)
                 self.send_header("X-Repo-Commit", COMMIT)
                 self.send_header("ETag", '"' + hashlib.sha256(data).hexdigest() + '"')
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Length", str(len(data) - start))
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.end_headers()
                 if body:
-                    self.wfile.write(data if hub.cut_after is None else data[: hub.cut_after])
+                    hub.ranges.append(asked)
+                    end = len(data)
+                    if hub.cut_after is not None and hub.cuts != 0:
+                        end = max(start, min(end, hub.cut_after))
+                        hub.cuts = None if hub.cuts is None else hub.cuts - 1
+                    self.wfile.write(data[start:end])
+                    hub.served += end - start
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -432,11 +432,9 @@ def related_weights(
 # --- writing ---------------------------------------------------------------------------
 
 
-def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, q8_0: bool = False) -> None:
-    """Write a Qwen2 GGUF atomically: to a temporary name, then rename. With `q8_0`, every weight matrix
-    is quantized to Q8_0 (norms and biases stay f32, as llama.cpp's quantizer does)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    writer = gguf.GGUFWriter(tmp, arch="qwen2")
+def gguf_writer(path: Path, spec: ModelSpec, vocab: Vocab, q8_0: bool = False, **split) -> gguf.GGUFWriter:
+    """A Qwen2 GGUF writer holding the model's metadata and tokenizer (`split`: GGUFWriter's split options)."""
+    writer = gguf.GGUFWriter(path, arch="qwen2", **split)
     writer.add_name(f"cascade-toy-{spec.name}" + ("-q8_0" if q8_0 else ""))
     writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q8_0 if q8_0 else gguf.LlamaFileType.ALL_F32))
     writer.add_context_length(spec.context_length)
@@ -461,13 +459,24 @@ def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, q8_0
     writer.add_pad_token_id(vocab.id_of(ENDOFTEXT))
     writer.add_add_bos_token(False)
     writer.add_chat_template(QWEN25_CHAT_TEMPLATE)
+    return writer
 
+
+def add_tensors(writer: gguf.GGUFWriter, tensors: Tensors, q8_0: bool = False) -> None:
     q8 = gguf.GGMLQuantizationType.Q8_0
     for name, tensor in tensors.items():
         if q8_0 and tensor.ndim == 2:
             writer.add_tensor(name, gguf.quants.quantize(tensor, q8), raw_dtype=q8)
         else:
             writer.add_tensor(name, tensor)
+
+
+def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, q8_0: bool = False) -> None:
+    """Write a Qwen2 GGUF atomically: to a temporary name, then rename. With `q8_0`, every weight matrix
+    is quantized to Q8_0 (norms and biases stay f32, as llama.cpp's quantizer does)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    writer = gguf_writer(tmp, spec, vocab, q8_0)
+    add_tensors(writer, tensors, q8_0)
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
@@ -479,6 +488,20 @@ def write_gguf(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, q8_0
         writer.close()
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_split(path: Path, spec: ModelSpec, vocab: Vocab, tensors: Tensors, parts: int) -> list[Path]:
+    """Write a model split as the Hub splits big ones: `path` names the whole ("x.gguf"), the parts are
+    "x-00001-of-0000N.gguf", ... beside it (metadata and tokenizer in the first); returns them in order."""
+    writer = gguf_writer(path, spec, vocab, split_max_tensors=-(-len(tensors) // parts))
+    add_tensors(writer, tensors)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    names = [path.with_name(f"{path.stem}-{k:05d}-of-{parts:05d}.gguf") for k in range(1, parts + 1)]
+    assert all(p.exists() for p in names), f"GGUFWriter wrote other names than {names}"
+    return names
 
 
 SMALL = ModelSpec(name="small", seed=1)

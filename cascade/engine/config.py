@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..routing.rules import RULE_TABLE, RULES, Rule, plain_number
+from .catalog import SIZES, SMALL
 from .policies import POLICIES, POLICY_TABLE, SPANS
 
 # Official Qwen2.5 instruct GGUF files sharing a tokenizer; the Q4_0 draft is the faster one on a CPU.
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf"
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf"
+_MODEL_HELP = (f"a Qwen2.5 Instruct size ({', '.join([SMALL.name, *SIZES])}: its Q4_K_M file on the Hub), a local "
+               ".gguf path, or repo_id/filename on the Hub")
 
 
 class SettingError(ValueError):
@@ -43,10 +46,8 @@ def _opt(default: Any, help: str, **limits: Any) -> Any:
 class ModelConfig:
     """How the two models are found and loaded: settled once per process."""
 
-    draft: str = _opt(DEFAULT_DRAFT, "draft model: a local .gguf path or repo_id/filename on the Hub",
-                      env="CASCADE_DRAFT", flag="--draft")
-    target: str = _opt(DEFAULT_TARGET, "target model: a local .gguf path or repo_id/filename on the Hub",
-                       env="CASCADE_TARGET", flag="--target")
+    draft: str = _opt(DEFAULT_DRAFT, f"draft model: {_MODEL_HELP}", env="CASCADE_DRAFT", flag="--draft")
+    target: str = _opt(DEFAULT_TARGET, f"target model: {_MODEL_HELP}", env="CASCADE_TARGET", flag="--target")
     # Both models run one after the other, never at once, so each may use every core.
     n_threads: int = _opt(os.cpu_count() or 1, "CPU threads per model", min=1, max=256,
                           env="CASCADE_THREADS", flag="--threads")

@@ -1,11 +1,14 @@
-"""Finding, downloading, loading and pairing the two models: a local path, or `repo_id/filename` on the
-Hugging Face Hub, fetched once into its cache."""
+"""Finding, downloading, loading and pairing the two models: a size of the catalog by name ("7B"), a local path,
+or `repo_id/filename` on the Hugging Face Hub (a split file in all its parts), fetched once into its cache with
+its progress said; what the pair needs in memory is checked before downloading and again before loading."""
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -13,13 +16,19 @@ import llama_cpp
 import numpy as np
 
 from ..routing.router import token_class
+from . import memory
 from .batching import Scheduler, SharedContext
+from .catalog import SIZES, SMALL, Size, split_parts
 from .runner import ModelRunner
+from .transfer import Download, Progress
 
 if TYPE_CHECKING:
     from .config import ModelConfig
 
 GGUF_MAGIC = b"GGUF"
+# Sizes by name, as --draft and --target take them.
+FAMILY: dict[str, Size] = {SMALL.name: SMALL, **SIZES}
+_SIZE_NAME = re.compile(r"^\d+(\.\d+)?[bB]$")
 
 
 class ModelError(Exception):
@@ -31,10 +40,31 @@ class HubFile:
     repo_id: str
     filename: str
 
+    @property
+    def parts(self) -> list["HubFile"]:
+        """Every part of a split file, in order (the file alone when it is not split)."""
+        return [HubFile(self.repo_id, name) for name in split_parts(self.filename)]
+
+
+def size_named(spec: str) -> Size | None:
+    """The catalog's size a spec names ("7B", "0.5b"), or None."""
+    return next((s for name, s in FAMILY.items() if name.lower() == spec.strip().lower()), None)
+
+
+def catalog_size(spec: str) -> Size | None:
+    """The catalog's size whose file (any part) a spec names, by name or by file, or None."""
+    where = parse_model_spec(spec)
+    name = where.filename.rsplit("/", 1)[-1] if isinstance(where, HubFile) else where.name
+    return next((s for s in FAMILY.values() if name in {p.rsplit("/", 1)[-1] for p in split_parts(s.filename)}), None)
+
 
 def parse_model_spec(spec: str) -> Path | HubFile:
-    """A local path if one exists (or the spec clearly is a path), else `owner/repo/filename`."""
+    """A size by name (its Hub file), a local path if one exists (or the spec clearly is a path), else
+    `owner/repo/filename`."""
     path = Path(spec).expanduser()
+    named = size_named(spec)
+    if named is not None and not path.is_file():
+        return parse_model_spec(named.spec)
     looks_local = spec.startswith(("/", "./", "../", "~")) or path.exists()
     parts = spec.split("/")
     if looks_local or len(parts) < 3:
@@ -42,25 +72,59 @@ def parse_model_spec(spec: str) -> Path | HubFile:
     return HubFile(repo_id="/".join(parts[:2]), filename="/".join(parts[2:]))
 
 
-def resolve_model(spec: str, role: str = "model") -> Path:
-    """The local path of a model, downloading it from the Hub on first use."""
+@dataclass(frozen=True)
+class Located:
+    """A model found: where it is, each part's bytes, and its first part's path once every part is here."""
+
+    spec: str
+    role: str
+    where: Path | HubFile
+    sizes: tuple[int, ...]
+    path: Path | None = None
+
+
+def locate(spec: str, role: str = "model") -> Located:
+    """A model's place and size, asking the Hub (one look per part) only for parts not yet here."""
     where = parse_model_spec(spec)
-    if isinstance(where, Path):
-        if not where.is_file():
-            raise ModelError(f"{role} model file not found: {spec}")
-        return where
-    return _download(where, role)
+    if isinstance(where, HubFile):
+        cached = _cached_parts(where)
+        if all(cached):
+            return Located(spec, role, where, tuple(p.stat().st_size for p in cached), cached[0])
+        return Located(spec, role, where, tuple(_hub_size(part, role) for part in where.parts))
+    parts = [Path(p) for p in split_parts(str(where))]
+    if not where.is_file():
+        if _SIZE_NAME.match(spec.strip()):
+            raise ModelError(f"there is no {role} model of size {spec.strip()}: the sizes are {', '.join(FAMILY)} "
+                             f"(or give a local .gguf file, or repo_id/filename on the Hub)")
+        raise ModelError(f"{role} model file not found: {spec}")
+    missing = [p.name for p in parts if not p.is_file()]
+    if missing:
+        raise ModelError(f"the {role} model is split in {len(parts)} parts and {', '.join(missing)} is not beside "
+                         f"the others; put every part in one folder")
+    return Located(spec, role, where, tuple(p.stat().st_size for p in parts), parts[0])
+
+
+def resolve_model(spec: str, role: str = "model", progress: Progress = lambda _msg: None) -> Path:
+    """The local path of a model (a split file's first part, the others beside it), downloading it from the Hub
+    on first use."""
+    return fetch(locate(spec, role), progress).path
 
 
 def local_model(spec: str) -> Path | None:
-    """The local path of a model already on this machine (a file, or in the Hub's cache), asking no one; else None."""
+    """The local path of a model already on this machine (a file, or every part in the Hub's cache), asking no
+    one; else None."""
     where = parse_model_spec(spec)
     if isinstance(where, Path):
         return where if where.is_file() else None
+    cached = _cached_parts(where)
+    return cached[0] if all(cached) else None
+
+
+def _cached_parts(hub: HubFile) -> list[Path | None]:
     from huggingface_hub import try_to_load_from_cache
 
-    cached = try_to_load_from_cache(where.repo_id, where.filename)
-    return Path(cached) if isinstance(cached, str) else None
+    found = [try_to_load_from_cache(part.repo_id, part.filename) for part in hub.parts]
+    return [Path(p) if isinstance(p, str) else None for p in found]
 
 
 # How long a visitor waits to learn that the Hub cannot be reached (huggingface_hub's own retries take ~23 s).
@@ -73,35 +137,94 @@ def _unreachable(hub: HubFile, role: str) -> ModelError:
                       f"Point CASCADE_{role.upper()} (or --{role}) at a local .gguf file instead.")
 
 
-def _check_hub_first(hub: HubFile, role: str) -> None:
-    """One look at the Hub for a file not cached yet: an unreachable Hub or a missing file is told at once."""
+def _missing(hub: HubFile, role: str) -> ModelError:
+    return ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub")
+
+
+def _hub_size(part: HubFile, role: str) -> int:
+    """A part's bytes: the cached file's, else the Hub's; an unreachable Hub or a missing file is told at once."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
-    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(hub.repo_id, hub.filename), str):
-        return  # huggingface_hub answers from the cache at once
+    cached = try_to_load_from_cache(part.repo_id, part.filename)
+    if isinstance(cached, str):
+        return Path(cached).stat().st_size
+    if constants.HF_HUB_OFFLINE:
+        raise _unreachable(part, role)
     try:
-        get_hf_file_metadata(hf_hub_url(hub.repo_id, hub.filename), timeout=HUB_TIMEOUT_S)
+        return int(get_hf_file_metadata(hf_hub_url(part.repo_id, part.filename), timeout=HUB_TIMEOUT_S).size or 0)
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
-        raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
+        raise _missing(part, role) from e
     except Exception as e:  # noqa: BLE001 - connection errors differ by transfer library and version
-        raise _unreachable(hub, role) from e
+        raise _unreachable(part, role) from e
 
 
-def _download(hub: HubFile, role: str) -> Path:
+def fetch(model: Located, progress: Progress = lambda _msg: None, clock: Callable[[], float] = time.monotonic
+          ) -> Located:
+    """The model with every part on disk: each part not cached is downloaded (huggingface_hub resumes a cut
+    transfer), its progress said through `progress`."""
+    if model.path is not None:
+        return model
+    hub, total = model.where, sum(model.sizes)
+    assert isinstance(hub, HubFile)
+    paths, before = [], 0
+    for k, (part, size, cached) in enumerate(zip(hub.parts, model.sizes, _cached_parts(hub)), 1):
+        which = f" (part {k} of {len(model.sizes)})" if len(model.sizes) > 1 else ""
+        paths.append(cached or _download(part, model.role, Download(
+            progress, f"downloading the {model.role} model{which}", before, total, clock)))
+        before += size
+    return replace(model, sizes=tuple(p.stat().st_size for p in paths), path=paths[0])
+
+
+def _download(hub: HubFile, role: str, meter: Download) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    _check_hub_first(hub, role)
     try:
-        return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename, etag_timeout=HUB_TIMEOUT_S))
+        return Path(hf_hub_download(repo_id=hub.repo_id, filename=hub.filename, etag_timeout=HUB_TIMEOUT_S,
+                                    tqdm_class=meter.bar))
     except LocalEntryNotFoundError as e:
         raise _unreachable(hub, role) from e
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
-        raise ModelError(f"the {role} model {hub.repo_id}/{hub.filename} does not exist on the Hub") from e
+        raise _missing(hub, role) from e
     except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
         raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed "
                          f"({type(e).__name__}); try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
+
+
+# ---- memory -------------------------------------------------------------------------------------
+
+def _kv_shape(model: Located) -> memory.KvShape | None:
+    """The model's KV shape: from its header once on disk, else from the catalog."""
+    shape = memory.read_kv_shape(model.path) if model.path is not None else None
+    known = catalog_size(model.spec)
+    return shape or (memory.KvShape.of(known.shape) if known is not None else None)
+
+
+def pair_need(config: "ModelConfig", draft: Located, target: Located) -> memory.Need:
+    """What the pair needs: both models' files, KV caches and working buffers at the config's context and slots."""
+    return sum((memory.need(sum(m.sizes), _kv_shape(m), config.n_ctx, config.parallel, config.n_batch)
+                for m in (draft, target)), memory.Need(0, 0, 0))
+
+
+def check_memory(config: "ModelConfig", draft: Located, target: Located,
+                 free_memory: memory.FreeMemory | None = None) -> None:
+    """Refuse a pair this machine cannot hold (not with CASCADE_SKIP_MEMORY_CHECK=1, nor with layers on a GPU,
+    nor where free memory cannot be read)."""
+    if memory.skip_requested() or config.n_gpu_layers != 0:
+        return
+    free = (free_memory or memory.free_memory)()
+    needed = pair_need(config, draft, target)
+    if free is None or needed.total <= free:
+        return
+    known = catalog_size(target.spec)
+    where = target.where
+    who = f"{known.name} target" if known is not None else \
+        f"target model {where.name if isinstance(where, Path) else f'{where.repo_id}/{where.filename}'}"
+    raise ModelError(f"the {who} needs about {memory.gb(needed.total)} GB with its draft (model files "
+                     f"{memory.gb(needed.weights)} GB, context {memory.gb(needed.kv)} GB, working memory "
+                     f"{memory.gb(needed.working)} GB); this machine has {memory.gb(free)} GB free. Choose a smaller "
+                     f"big model, or free memory (or set {memory.SKIP_ENV}=1 to load it anyway).")
 
 
 def check_gguf(path: Path, role: str = "model") -> None:
@@ -229,19 +352,27 @@ class ModelPair:
                 scheduler.leave(self.slot)
 
 
-def load_pair(config: "ModelConfig", progress: Callable[[str], None] = lambda _msg: None) -> ModelPair:
+def load_pair(config: "ModelConfig", progress: Progress = lambda _msg: None,
+              free_memory: memory.FreeMemory | None = None) -> ModelPair:
+    """Both models found, checked against the free memory (before downloading what is not here, and again before
+    loading), loaded and paired: one vocabulary, whose padding ids neither model's rows let be chosen."""
     progress("locating the draft model")
-    draft_path = resolve_model(config.draft, "draft")
+    draft = locate(config.draft, "draft")
     progress("locating the target model")
-    target_path = resolve_model(config.target, "target")
+    target = locate(config.target, "target")
+    check_memory(config, draft, target, free_memory)
+    fetched = fetch(draft, progress), fetch(target, progress)
+    if fetched != (draft, target):  # now read from the files themselves
+        check_memory(config, *fetched, free_memory)
+    draft, target = fetched
     slots = config.parallel
     progress("loading the draft model")
-    draft = load_model(draft_path, config, "draft", slots=slots)
+    small = load_model(draft.path, config, "draft", slots=slots)
     progress("loading the target model")
-    target = load_model(target_path, config, "target", slots=slots)
-    n_vocab = check_same_vocabulary(draft, target)
-    padding = shared_padding(draft, target, n_vocab)  # never chosen by either model's rows
+    large = load_model(target.path, config, "target", slots=slots)
+    n_vocab = check_same_vocabulary(small, large)
+    padding = shared_padding(small, large, n_vocab)
     scheduler = Scheduler()  # one decode at a time over the machine's cores, whichever the model
-    return ModelPair(draft=ModelRunner(draft, n_vocab, SharedContext(draft, slots, scheduler), padding=padding),
-                     target=ModelRunner(target, n_vocab, SharedContext(target, slots, scheduler), padding=padding),
-                     draft_path=draft_path, target_path=target_path, config=config)
+    return ModelPair(draft=ModelRunner(small, n_vocab, SharedContext(small, slots, scheduler), padding=padding),
+                     target=ModelRunner(large, n_vocab, SharedContext(large, slots, scheduler), padding=padding),
+                     draft_path=draft.path, target_path=target.path, config=config)

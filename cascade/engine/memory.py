@@ -1,0 +1,194 @@
+"""What a pair of models needs in memory (weights, KV cache, working buffers), read from the GGUF header or the
+catalog, against what this machine or container can still give (`free_memory`); no model is loaded here."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Callable, Mapping
+
+from .catalog import Shape
+
+SKIP_ENV = "CASCADE_SKIP_MEMORY_CHECK"  # set to 1: load whatever the estimate says
+GB = 1e9  # the Hub's unit
+KV_BYTES = 2  # f16 keys and values
+# llama.cpp's compute buffer holds a batch's logits (n_batch x n_vocab floats; twice that with several slots,
+# whose contexts also keep an output buffer); this much more covers the activations (measured: the Qwen2.5 0.5B
+# and 1.5B buffers are 302 and 306 MiB at n_batch 512, one slot).
+WORKING_SPARE = 128 * 2 ** 20
+FALLBACK_VOCAB = 152_064  # Qwen2.5's larger vocabulary, for a model whose header is not at hand
+
+FreeMemory = Callable[[], "int | None"]
+
+
+@dataclass(frozen=True)
+class KvShape:
+    """What a model's KV cache and logits cost per token: from its GGUF header or its catalog shape."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    vocab: int | None = None
+
+    @classmethod
+    def of(cls, shape: Shape) -> "KvShape":
+        return cls(shape.layers, shape.kv_heads, shape.head_dim, shape.vocab)
+
+
+@dataclass(frozen=True)
+class Need:
+    """One model's share of the memory, in bytes."""
+
+    weights: int
+    kv: int
+    working: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.working
+
+    def __add__(self, other: "Need") -> "Need":
+        return Need(self.weights + other.weights, self.kv + other.kv, self.working + other.working)
+
+
+def need(weights: int, shape: KvShape | None, n_ctx: int, slots: int, n_batch: int) -> Need:
+    """A model's need: its file bytes, its KV cache for `slots` x `n_ctx` tokens (none counted without a
+    shape), and the working buffers for a batch of `n_batch` tokens."""
+    kv = 0 if shape is None else n_ctx * slots * shape.layers * 2 * shape.kv_heads * shape.head_dim * KV_BYTES
+    vocab = (shape.vocab if shape is not None else None) or FALLBACK_VOCAB
+    working = n_batch * vocab * 4 * (2 if slots > 1 else 1) + WORKING_SPARE
+    return Need(weights, kv, working)
+
+
+def gb(n: float) -> str:
+    """Bytes as GB with one decimal ("5.5")."""
+    return f"{n / GB:.1f}"
+
+
+# ---- free memory ----------------------------------------------------------------------------------
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _meminfo_available(text: str | None) -> int | None:
+    for line in (text or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def _stat(text: str | None, key: str) -> int:
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+def _cgroup_room(root: Path) -> int | None:
+    """The cgroup's limit less what it uses and cannot give back (its inactive file cache can be reclaimed);
+    None without a limit. cgroup v2's files, else v1's."""
+    for base, limit_name, usage_name in ((root, "memory.max", "memory.current"),
+                                         (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes")):
+        limit, usage = _read(base / limit_name), _read(base / usage_name)
+        if limit is None or usage is None:
+            continue
+        limit = limit.strip()
+        if limit == "max" or int(limit) >= 2 ** 60:  # v1 writes "no limit" as a page-rounded 2^63
+            return None
+        reclaimable = _stat(_read(base / "memory.stat"), "inactive_file")
+        return max(0, int(limit) - (int(usage.strip()) - reclaimable))
+    return None
+
+
+def free_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Bytes this process can still use: the machine's MemAvailable, or the container's room under its
+    cgroup limit where that is smaller; None where neither can be read (not Linux)."""
+    known = [v for v in (_meminfo_available(_read(meminfo)), _cgroup_room(cgroup)) if v is not None]
+    return min(known) if known else None
+
+
+def skip_requested(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether whoever runs the models asked not to check memory (CASCADE_SKIP_MEMORY_CHECK=1)."""
+    return env.get(SKIP_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# ---- the GGUF header ------------------------------------------------------------------------------
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_LONGEST = 1 << 24  # longer than any key or value a header holds (a chat template is some kB)
+
+
+def _unpack(f: BinaryIO, fmt: str):
+    size = struct.calcsize(fmt)
+    data = f.read(size)
+    if len(data) != size:
+        raise ValueError("the GGUF header ends early")
+    return struct.unpack(fmt, data)[0]
+
+
+def _string(f: BinaryIO) -> bytes:
+    n = _unpack(f, "<Q")
+    if n > _LONGEST:
+        raise ValueError("not a GGUF header: a string of implausible length")
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("the GGUF header ends early")
+    return data
+
+
+def _value(f: BinaryIO, kind: int):
+    """A scalar or a string; an array is skipped and stands as its length."""
+    if kind == _STRING:
+        return _string(f).decode("utf-8", errors="replace")
+    if kind == _ARRAY:
+        item, n = _unpack(f, "<I"), _unpack(f, "<Q")
+        if item in _SCALARS:
+            f.seek(struct.calcsize(_SCALARS[item]) * n, os.SEEK_CUR)
+        else:
+            for _ in range(n):
+                _value(f, item)
+        return n
+    if kind not in _SCALARS:
+        raise ValueError(f"unknown GGUF value type {kind}")
+    return _unpack(f, _SCALARS[kind])
+
+
+def read_kv_shape(path: Path) -> KvShape | None:
+    """A GGUF file's KV shape and vocabulary size from its header (the first part of a split file holds it);
+    None where the header is not a GGUF one or lacks the sizes."""
+    wanted = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv")
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF" or _unpack(f, "<I") < 2:
+                return None
+            _unpack(f, "<Q")  # tensors
+            found: dict[str, object] = {}
+            arch = None
+            for _ in range(_unpack(f, "<Q")):
+                key = _string(f).decode("utf-8", errors="replace")
+                kind = _unpack(f, "<I")
+                if key == "tokenizer.ggml.tokens" and kind == _ARRAY and arch \
+                        and all(f"{arch}.{k}" in found for k in wanted):
+                    _unpack(f, "<I")
+                    found[key] = _unpack(f, "<Q")  # the vocabulary's size; the rest is the tokenizer's
+                    break
+                found[key] = _value(f, kind)
+                if key == "general.architecture":
+                    arch = found[key]
+    except (OSError, ValueError, struct.error):
+        return None
+    if not arch or not all(f"{arch}.{k}" in found for k in wanted):
+        return None
+    heads = int(found[f"{arch}.attention.head_count"])
+    head_dim = found.get(f"{arch}.attention.key_length") or int(found[f"{arch}.embedding_length"]) // max(heads, 1)
+    vocab = found.get("tokenizer.ggml.tokens")
+    return KvShape(int(found[f"{arch}.block_count"]), int(found[f"{arch}.attention.head_count_kv"]),
+                   int(head_dim), int(vocab) if vocab else None)
