@@ -164,7 +164,7 @@ def tokens_html(routing: Routing, whatif: WhatIf | None = None, run_rule: Rule |
         pieces.append((given, given_html))
     for event in routing.events:
         if event.status in ("rejected", "rolled_back"):
-            pieces.append(("", partial(_as_is, _discarded(event))))
+            pieces.append(("", lambda _text, markup=_discarded(event): markup))  # struck, beside the text
             continue
         if not event.accepted or not event.text:
             continue  # escalated: told in the hover; empty: half a character, completed by the next token
@@ -178,10 +178,6 @@ def tokens_html(routing: Routing, whatif: WhatIf | None = None, run_rule: Rule |
         pieces.append((event.text, partial(_span, title=title, cls=cls, style=style,
                                            alternatives=alternatives_data(event))))
     return _laid_out(pieces)
-
-
-def _as_is(markup: str, _text: str) -> str:
-    return markup
 
 
 def legend_html(whatif: bool, lookup: bool, rule: str, given: bool, by_share: bool) -> str:
