@@ -9,7 +9,7 @@ event loop and its workers (where our handler draws), the pictures drawn and our
 
     python lab/scripts/page-cpu.py DRAFT.gguf TARGET.gguf [TOKENS] [ROUNDS] [TOKENS_PER_S]
 
-Linux only (reads /proc). Defaults: 64 tokens, 3 rounds, 8 tokens a second.
+Linux only (reads /proc). Defaults: 64 tokens, 3 rounds, 8 tokens a second; CASCADE_THREADS threads per model (2).
 """
 import os
 import sys
@@ -87,7 +87,7 @@ def counted_draw(self, run):
 
 page_run.Pacer.draw = counted_draw
 
-pair = load_pair(ModelConfig(draft=D, target=T, n_threads=2))
+pair = load_pair(ModelConfig(draft=D, target=T, n_threads=int(os.environ.get("CASCADE_THREADS", "2"))))
 engine = Replay(Engine(pair, router=load_router("", pair.draft_path)))  # the page's start: the router where one ships
 router = engine.router
 demo = build_demo(lambda progress: engine, describe_models=None, router=(lambda: router) if router else None)
