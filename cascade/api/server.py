@@ -320,13 +320,12 @@ class _Api:
         config = self.service.config
         return JSONResponse(protocol.models_list(model_name(config.draft), model_name(config.target)))
 
-    async def chat_completions(self, http: HttpRequest) -> Any:
-        self.check_key(http)
-        return await self.answer(protocol.chat_request(await _body_of(http)))
-
-    async def completions(self, http: HttpRequest) -> Any:
-        self.check_key(http)
-        return await self.answer(protocol.completion_request(await _body_of(http)))
+    def answering(self, read: Callable[[Any], Request]) -> Callable[[HttpRequest], Awaitable[Any]]:
+        """A completions route: the key checked, the body read into a `Request` by `read`, then answered."""
+        async def route(http: HttpRequest) -> Any:
+            self.check_key(http)
+            return await self.answer(read(await _body_of(http)))
+        return route
 
 
 def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:
@@ -338,8 +337,8 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
     for path in ("/health", "/v1/health"):  # llama-server answers at both
         app.get(path)(api.guarded(api.health))
     app.get("/v1/models")(api.guarded(api.models))
-    app.post("/v1/chat/completions")(api.guarded(api.chat_completions))
-    app.post("/v1/completions")(api.guarded(api.completions))
+    app.post("/v1/chat/completions")(api.guarded(api.answering(protocol.chat_request)))
+    app.post("/v1/completions")(api.guarded(api.answering(protocol.completion_request)))
     if api.settings.cors:
         from fastapi.middleware.cors import CORSMiddleware
 
