@@ -8,10 +8,11 @@ import sys
 from typing import Sequence
 
 from ..engine.models import ModelError
-from . import bench, generate, serve, tasks
+from . import bench, generate, serve, tasks, where
 from .shared import Command
 
-COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *tasks.COMMANDS, *serve.COMMANDS)
+COMMANDS: tuple[Command, ...] = (*generate.COMMANDS, *bench.COMMANDS, *where.COMMANDS, *tasks.COMMANDS,
+                                 *serve.COMMANDS)
 
 
 DESCRIPTION = "A small draft model and a large target model writing together."

@@ -1,0 +1,182 @@
+"""where-it-pays: the prediction on recorded costs, the map's rows and sentence, and the command on toy models
+(a run end to end, and its bad input: unknown size, no memory, Ctrl-C, a full disk)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cascade.bench import where
+from cascade.bench.costs import Costs
+from cascade.cli import main
+from cascade.engine.catalog import size
+from cascade.engine.events import Counts, Summary, Timings, Work
+from cascade.ui.paysmap import map_figure_spec, map_words
+
+from .helpers import TOY_THREADS
+
+# Recorded prices of a pair: a draft step 0.05 s; the big model 0.1 s a step, 0.02 s each further token.
+PRICES = Costs(draft_step_s=0.05, target_step_s=0.1, target_batch_s={1: 0.1, 2: 0.12, 4: 0.16, 8: 0.24, 64: 1.36},
+               draft_batch_s={1: 0.05, 2: 0.06, 4: 0.08, 8: 0.12, 64: 0.68})
+# A big model twice as dear; its small model the same.
+DEARER = Costs(draft_step_s=0.05, target_step_s=0.2, target_batch_s={n: 2 * s for n, s in PRICES.target_batch_s.items()},
+               draft_batch_s=PRICES.draft_batch_s)
+
+
+def _run(calls: dict[str, dict[int, int]], tokens: int, costs: Costs = PRICES, by_target: int = 0) -> where.Run:
+    wall = costs.calls_s(calls)  # a run exactly as dear as its calls
+    return where.Run(Summary(text="", policy="x", stop_reason="length", prompt_tokens=8,
+                             counts=Counts(n_tokens=tokens, n_draft_tokens=tokens - by_target, n_target_tokens=by_target),
+                             timings=Timings(wall_s=wall), work=Work(call_sizes=calls)))
+
+
+# The big model alone: a prompt read of 8 tokens, then 10 steps. Cascade at 10%: the prompt read by both, 10
+# draft steps, one escalation that catches up 8 tokens.
+ALONE = {"target": {8: 1, 1: 10}}
+SHARED = {"draft": {8: 1, 1: 10}, "target": {8: 2}}
+
+
+def _pattern(costs: Costs = PRICES) -> where.SizeResult:
+    model = where.BigModel(size("1.5B"), Path("x.gguf"), stand_in=False)
+    result = where.SizeResult(model, costs)
+    result.alone.append(_run(ALONE, 10, costs))
+    result.shared[0.1] = [_run(SHARED, 10, costs, by_target=1)]
+    return result
+
+
+def test_the_prediction_gives_the_measured_ratio_on_recorded_costs():
+    pattern = _pattern()
+    measured = pattern.measured_vs_target(0.1)
+    assert where.predicted_vs_target(pattern, PRICES, 0.1) == pytest.approx(measured)
+    # by hand: alone 0.24 + 10 × 0.1 = 1.24 s; shared 0.12 + 10 × 0.05 + 2 × 0.24 = 1.10 s; same tokens
+    assert measured == pytest.approx(1.24 / 1.10)
+
+
+def test_a_dearer_big_model_makes_the_small_ones_help_worth_more():
+    pattern = _pattern()
+    dearer = where.predicted_vs_target(pattern, DEARER, 0.1)
+    # alone 0.48 + 10 × 0.2 = 2.48 s; shared 0.12 + 0.5 + 2 × 0.48 = 1.58 s
+    assert dearer == pytest.approx(2.48 / 1.58)
+    assert dearer > where.predicted_vs_target(pattern, PRICES, 0.1)
+
+
+def test_speculative_prediction_follows_the_cost_model():
+    # k = 4 at acceptance 1: 5 tokens a round for 4 draft steps and one 5-token check
+    per_token = (4 * 0.05 + PRICES.call_s("target", 5)) / 5
+    assert where.predicted_speculative(PRICES, 1.0) == pytest.approx(0.1 / per_token, rel=0.01)
+
+
+def test_rows_carry_every_key_the_map_file_promises():
+    pattern = _pattern()
+    rows = where.rows_for(pattern, pattern, alpha=0.7)
+    keys = {"target", "params_b", "stand_in", "policy", "budget", "measured_vs_target", "predicted_vs_target",
+            "target_tok_s", "draft_cost_ratio", "catchup_cost_ratio"}
+    assert all(keys <= set(r.to_dict()) for r in rows)
+    assert [r.policy for r in rows] == ["cascade", "speculative k=4"]
+    assert rows[0].draft_cost_ratio == pytest.approx(0.5)
+
+
+def _row(name: str, params: float, measured: float | None, predicted: float, stand_in: bool = True) -> where.MapRow:
+    return where.MapRow(name, params, stand_in, "cascade", 0.1, measured, predicted, 10.0, 0.5, 0.5)
+
+
+def test_the_sentence_names_the_first_size_that_pays():
+    rows = [_row("1.5B", 1.5, 0.85, 0.86, stand_in=False), _row("3B", 3.1, 1.12, 1.1), _row("7B", 7.6, 1.4, 1.45)]
+    sentence = where.break_even_sentence(rows)
+    assert "3B or more" in sentence and "1.40× with 7B" in sentence
+    none = where.break_even_sentence(rows[:1])
+    assert "does not save time" in none and "0.85×" in none
+
+
+def test_the_map_marks_measured_predicted_and_stand_ins_apart():
+    rows = [r.to_dict() for r in (_row("1.5B", 1.5, 0.85, 0.86, stand_in=False), _row("7B", 7.6, 1.4, 1.45))]
+    spec = map_figure_spec(rows, own=(1.54, 0.9, "this page's pair"))
+    names = [t["name"] for t in spec["data"]]
+    assert names == ["measured (real weights)", "measured (stand-in)", "predicted (cost model)",
+                     "as fast as the big model alone", "this page's pair"]
+    line = spec["data"][3]
+    assert line["y"] == [1, 1]
+    words = map_words({"rows": rows, "machine": {"cpu": "a CPU", "threads": 2}, "date": "2026-12-03",
+                       "sentence": "S."})
+    assert "stand-in" in words and "random weights" in words and words.endswith("S.")
+
+
+# ---- the command, on toy models ------------------------------------------------------------------------
+
+def _args(toy, tmp_path, *extra: str) -> list[str]:
+    return ["where-it-pays", "--draft", str(toy.small), "--real", f"1.5B={toy.large}",
+            "--real", f"3B={toy.related}", "--sizes", "1.5B", "3B", "--prompts", "Code",
+            "--budgets", "0.1", "0.3", "--max-tokens", "12", "--threads", str(TOY_THREADS),
+            "--json", str(tmp_path / "map.json"), "--html", str(tmp_path / "map.html"), *extra]
+
+
+def test_the_command_measures_each_size_and_writes_the_map(toy, tmp_path, capsys):
+    assert main(_args(toy, tmp_path)) == 0
+    data = json.loads((tmp_path / "map.json").read_text())
+    assert data["interrupted"] is False and data["pattern"] == "1.5B"
+    cascade_rows = [r for r in data["rows"] if r["policy"] == "cascade"]
+    assert [(r["target"], r["budget"]) for r in cascade_rows] == [("1.5B", 0.1), ("1.5B", 0.3), ("3B", 0.1), ("3B", 0.3)]
+    assert all(r["measured_vs_target"] > 0 and r["predicted_vs_target"] > 0 and not r["stand_in"] for r in cascade_rows)
+    # speculative runs on the first (real) pair only, and is predicted for every size
+    spec = [r for r in data["rows"] if r["policy"].startswith("speculative")]
+    assert [r["measured_vs_target"] is not None for r in spec] == [True, False]
+    assert "plotly" in (tmp_path / "map.html").read_text()
+    out = capsys.readouterr().out
+    assert "| 3B | real |" in out and data["sentence"] in out
+
+
+def test_an_unknown_size_is_refused_in_one_line(toy, tmp_path, capsys):
+    assert main(_args(toy, tmp_path, "--sizes", "5B")) == 2
+    err = capsys.readouterr().err
+    assert "unknown size '5B'" in err and "Traceback" not in err
+    assert not (tmp_path / "map.json").exists()
+
+
+def test_ctrl_c_keeps_the_sizes_finished(toy, tmp_path, monkeypatch):
+    measure = where.measure_size
+    calls = []
+
+    def stopped_on_the_second(model, *args, **kwargs):
+        calls.append(model.size.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return measure(model, *args, **kwargs)
+
+    monkeypatch.setattr(where, "measure_size", stopped_on_the_second)
+    assert main(_args(toy, tmp_path)) == 130
+    data = json.loads((tmp_path / "map.json").read_text())
+    assert data["interrupted"] is True
+    assert {r["target"] for r in data["rows"]} == {"1.5B"}
+
+
+def test_a_size_this_machine_cannot_hold_is_refused_before_anything_is_built(toy, tmp_path, monkeypatch, capsys):
+    from cascade.bench import standin
+    from cascade.engine import memory
+
+    monkeypatch.setattr(memory, "free_memory", lambda: 3_100_000_000)
+    monkeypatch.delenv(memory.SKIP_ENV, raising=False)
+    built = []
+    monkeypatch.setattr(standin, "stand_in", lambda *a, **k: built.append(a))
+    assert main(["where-it-pays", "--draft", str(toy.small), "--sizes", "1.5B", "7B", "--json",
+                 str(tmp_path / "map.json")]) == 2
+    err = capsys.readouterr().err
+    assert "the 7B target needs about" in err and "3.1 GB free" in err and "Traceback" not in err
+    assert built == [] and not (tmp_path / "map.json").exists()
+
+
+def test_a_full_disk_while_building_a_stand_in_keeps_what_was_measured(toy, tmp_path, monkeypatch, capsys):
+    from cascade.bench import standin
+
+    def full(*args, **kwargs):
+        raise standin.StandInError("the disk filled up while building the stand-in; the partial file was removed")
+
+    monkeypatch.setattr(standin, "stand_in", full)
+    args = _args(toy, tmp_path)
+    args[args.index(f"3B={toy.related}")] = f"1.5B={toy.large}"  # 3B has no file: a stand-in is built
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "error: the disk filled up" in err and "Traceback" not in err
+    data = json.loads((tmp_path / "map.json").read_text())
+    assert data["interrupted"] is True and {r["target"] for r in data["rows"]} == {"1.5B"}
