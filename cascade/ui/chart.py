@@ -177,22 +177,20 @@ def figure_spec(routing: Routing, view: RunView, *, run_line: bool = True) -> di
         title = f"What-if by {rulewords.plain_name(shown)}"
     else:
         title = "What-if: who would have written each token"
-    layout = {
-        "title": {"text": title, "font": {"size": 15}, "x": 0.5, "xanchor": "center"},
-        "height": 380,
-        "margin": {"l": 60, "r": 10, "t": 40, "b": 45},
-        "xaxis": {"title": {"text": "token position in the answer"}, "zeroline": False},
-        "yaxis": _yaxis(shown),
-        "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
-        "hovermode": "closest",
-        "uirevision": "keep",  # keep the visitor's zoom while the chart updates
-    }
+    # the visitor's zoom kept while the chart updates; a new rule's axis (a two-line title) starts afresh
+    layout = _layout(title, 380, 40, left=60 if shown.name == "perplexity" else 75, yaxis=_yaxis(shown),
+                     xaxis={"title": {"text": "token position in the answer"}, "zeroline": False},
+                     uirevision="keep" if shown.name == "perplexity" else f"keep-{shown.name}")
     if any(t.get("yaxis") == "y2" for t in traces):
         layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
-    if shown.name != "perplexity":
-        layout["uirevision"] = f"keep-{shown.name}"  # a new axis: not the old rule's zoom
-        layout["margin"] = {**layout["margin"], "l": 75}  # room for a two-line axis title
     return {"data": traces, "layout": layout}
+
+
+def _layout(title: str, height: int, top: int, left: int = 60, **more: Any) -> dict[str, Any]:
+    """A chart's layout: its title centred over it, its legend under it, hovers at the nearest point."""
+    return {"title": {"text": title, "font": {"size": 15}, "x": 0.5, "xanchor": "center"}, "height": height,
+            "margin": {"l": left, "r": 10, "t": top, "b": 45},
+            "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}}, "hovermode": "closest", **more}
 
 
 def perplexity_figure(routing: Routing, view: RunView):
@@ -267,20 +265,12 @@ def rules_figure_spec(curves: dict[str, Any], run_point: tuple[float, float] | N
                             "font": {"size": 11}})
     return {
         "data": traces,
-        "layout": {
-            "title": {"text": "Which rule decides best? (up and to the left is better)", "font": {"size": 15},
-                      "x": 0.5, "xanchor": "center"},
-            "height": 400,
-            "margin": {"l": 60, "r": 10, "t": 50, "b": 45},
-            # padded past 0% and 100%, so that a star there is drawn whole
-            "xaxis": {"title": {"text": "tokens written by the big model (%)"}, "range": [-AXIS_PAD, 100 + AXIS_PAD],
-                      "ticksuffix": "%", "zeroline": False},
-            "yaxis": {"title": {"text": "agreement with the big model's text (%)"}, "range": [bottom, 100 + AXIS_PAD],
-                      "ticksuffix": "%"},
-            "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
-            "hovermode": "closest",
-            "annotations": annotations,
-        },
+        # the axes padded past 0% and 100%, so that a star there is drawn whole
+        "layout": _layout("Which rule decides best? (up and to the left is better)", 400, 50, annotations=annotations,
+                          xaxis={"title": {"text": "tokens written by the big model (%)"},
+                                 "range": [-AXIS_PAD, 100 + AXIS_PAD], "ticksuffix": "%", "zeroline": False},
+                          yaxis={"title": {"text": "agreement with the big model's text (%)"},
+                                 "range": [bottom, 100 + AXIS_PAD], "ticksuffix": "%"}),
     }
 
 
