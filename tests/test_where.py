@@ -180,3 +180,17 @@ def test_a_full_disk_while_building_a_stand_in_keeps_what_was_measured(toy, tmp_
     assert "error: the disk filled up" in err and "Traceback" not in err
     data = json.loads((tmp_path / "map.json").read_text())
     assert data["interrupted"] is True and {r["target"] for r in data["rows"]} == {"1.5B"}
+
+
+def test_the_page_places_its_own_pair_from_the_costs_it_measured(pair_engines):
+    from cascade.ui.paysmap import map_update, pair_point
+
+    engine = next(iter(pair_engines.values()))
+    engine.calibrate()
+    point = pair_point(engine)
+    assert point is not None and point[0] > 0 and point[1] > 0
+    rows = [_row("1.5B", 1.5, 0.85, 0.86, stand_in=False).to_dict()]
+    figure = map_update(point, {"rows": rows})
+    star = figure.data[-1]
+    assert star.marker.symbol == "star" and star.y[0] == pytest.approx(point[1])
+    assert pair_point(object()) is None

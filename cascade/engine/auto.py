@@ -91,6 +91,11 @@ class AutoTuner(Observer):
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         return None if None in (d, t1, b) else break_even_share(d, t1, b, horizon)
 
+    def cascade_speed(self, share: float, horizon: int = 128) -> float | None:
+        """Cascade's speed over the target alone at `share`, at the costs measured so far; None before them."""
+        d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
+        return None if None in (d, t1, b) else t1 / cascade_cost(d, t1, b, share, horizon)
+
     def choose(self, horizon: int = 128, draft_lag: int = 0) -> Mode:
         """How to write the next tokens, `horizon` of which remain to be written at most."""
         if self.target_step.value is None:

@@ -88,6 +88,10 @@ class Engine:
         None before any were measured."""
         return self.tuner.break_even_share(horizon)
 
+    def cascade_speed(self, share: float, horizon: int = 128) -> float | None:
+        """Cascade's predicted speed over the target alone at `share`, from `auto`'s measured costs (None before)."""
+        return self.tuner.cascade_speed(share, horizon)
+
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
         """Seconds the target alone would take for this request, from measured costs; None before any."""
         t1, b = self.tuner.target_step.value, self.tuner.target_extra.value

@@ -326,6 +326,11 @@ class ModelPair:
             self._classes[token] = token_class(self.piece(token))
         return self._classes[token]
 
+    @property
+    def target_params_b(self) -> float:
+        """The target's parameters, in billions (as llama.cpp counts them from its tensors)."""
+        return llama_cpp.llama_model_n_params(self.target.llm.model) / 1e9
+
     def is_end_of_generation(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(_vocab(self.target.llm), token))
 

@@ -21,7 +21,7 @@ from ..engine.prompt import PromptError
 from ..routing.curves import rule_curves
 from ..serving.messages import SERVER_TROUBLE, public_message
 from ..serving.pump import EventPump
-from . import chart, conversation, rulewords, sentences, tokens
+from . import chart, conversation, paysmap, rulewords, sentences, tokens
 from .run import (COMPARE_OUTPUTS, GENERATE_OUTPUTS, KEEP, STOP_OUTPUTS, UPDATE_EVERY_S, Pacer, Run, Update,
                   message_update, run_update, summary_markdown)
 
@@ -145,7 +145,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
                 lambda events, written: pacer.draw(replace(run, events=events, summary=written,
                                                            alone_estimate_s=alone_estimate(engine, written))))
             run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False,
-                          alone_estimate_s=alone_estimate(engine, summary))
+                          alone_estimate_s=alone_estimate(engine, summary), pays_point=paysmap.pair_point(engine))
     except EngineUnavailable as e:
         yield message_update(str(e))
         return

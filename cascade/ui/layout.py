@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import gradio as gr
 
 from ..serving.examples import Example, load_examples
-from . import conversation, tokens
+from . import conversation, paysmap, tokens
 from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, show_turn
 from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
                        prompt_controls, settings_controls, share_js, shown_by)
@@ -177,6 +177,7 @@ def answer_column(page: Page) -> None:
     out["branches"] = gr.Radio([], label="Branches of this session", visible=False, elem_classes="cascade-branches")
     page.parts["compare"] = gr.Button("Compare with the big model alone", variant="secondary")
     out["compare_html"] = gr.HTML("", label="Comparison", elem_classes="cascade-compare-box")
+    pays_map(page)
     with gr.Accordion("Which rule decides best?", open=True, visible=False,
                       elem_classes="cascade-rules") as out["rules_box"]:
         out["rules_text"] = gr.Markdown("", elem_classes="cascade-rules-text")
@@ -186,6 +187,17 @@ def answer_column(page: Page) -> None:
         out["plain_text"] = gr.Textbox(label="Plain text", lines=6, buttons=["copy"])
     with gr.Accordion("Measured numbers (comparison)", open=False):
         out["numbers"] = gr.JSON(label="Measured numbers")
+
+
+def pays_map(page: Page) -> None:
+    """Where sharing pays on the reference machine, this page's pair placed on it after each run."""
+    data = paysmap.load_map()
+    if data is None:
+        return
+    with gr.Accordion("Where does sharing pay? (bigger big models)", open=True, elem_classes="cascade-pays"):
+        page.parts["pays_text"] = gr.Markdown(paysmap.map_words(data), elem_classes="cascade-pays-text")
+        page.parts["pays_chart"] = gr.Plot(paysmap.map_update(None, data), label="Where sharing pays",
+                                           show_label=False, elem_classes="cascade-pays-chart")
 
 
 def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurrency: int,
@@ -281,10 +293,18 @@ def after_run(page: Page, event: Any) -> Any:
     """After a run, a comparison or a Stop: the run's file offered, the run recorded, the follow-up box shown."""
     parts = page.parts
     event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
+    if "pays_chart" in parts:
+        event.then(placed_on_map, inputs=[page.out["run"]], outputs=[parts["pays_chart"]], **QUICK)
     event.then(recorded, inputs=[page.out["run"], parts["branches"], parts["fork"]],
                outputs=[parts["branches"], page.out["branches"], parts["current"], parts["fork"],
                         parts["followup_row"]], **QUICK)
     return event
+
+
+def placed_on_map(run: Any) -> Any:
+    """The map with this page's pair on it, once a run has measured its costs (else as it is)."""
+    point = getattr(run, "pays_point", None)
+    return gr.skip() if point is None else paysmap.map_update(point)
 
 
 def recorded(run: Any, branches: Any, fork: Any) -> tuple:

@@ -101,8 +101,24 @@ def map_words(data: dict[str, Any], budget: float = PAGE_BUDGET) -> str:
             f"{data.get('sentence') or ''}").strip()
 
 
-def own_point(params_b: float | None, speed: float | None, label: str = "this page's pair (from its measured costs)"
-              ) -> tuple[float, float, str] | None:
-    """The page's own pair on the map, when its size and predicted speed are known."""
-    return None if params_b is None or speed is None else (params_b, speed, label)
+OWN_LABEL = "this page's pair (predicted from the costs it measured at loading)"
+
+
+def pair_point(engine: Any, budget: float = PAGE_BUDGET) -> tuple[float, float] | None:
+    """The engine's pair on the map: its big model's size and cascade's predicted speed at `budget`, from the
+    costs `auto` measured (None before they are measured, or for an engine without them)."""
+    try:
+        speed = engine.cascade_speed(budget)
+        return None if speed is None else (engine.pair.target_params_b, speed)
+    except AttributeError:
+        return None
+
+
+def map_update(point: tuple[float, float] | None, data: dict[str, Any] | None = None):
+    """The map as the page draws it (the shipped one unless `data`), with the page's pair as a star; None if no map."""
+    data = load_map() if data is None else data
+    if data is None:
+        return None
+    own = None if point is None else (point[0], point[1], OWN_LABEL)
+    return map_figure(data.get("rows", []), own=own)
 

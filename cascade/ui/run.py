@@ -49,6 +49,8 @@ class Run:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12], compare=False)  # kept through its updates
     earlier: tuple[Turn, ...] = field(default=(), compare=False)  # a follow-up's earlier turns
     draft_path: str | None = field(default=None, compare=False)  # whose calibration a share's what-if reads
+    # (the big model's size in billions, cascade's predicted speed over it at the map's share), from loading's costs
+    pays_point: tuple[float, float] | None = field(default=None, compare=False)
 
     @property
     def budget(self) -> float | None:
