@@ -243,3 +243,16 @@ def test_the_recipe_reproduces_the_real_q4_k_m_files(real_pair):
         checked += 1
     if not checked:
         pytest.skip("neither file of the real pair is Q4_K_M")
+
+
+def test_a_split_models_shape_reads_every_part(tmp_path):
+    shape = Shape(2, 256, 512, 4, 2, 1000, tied=False)
+    tensors = standin.plan(shape)
+    kv = {"general.architecture": standin._scalar(standin.STRING, "qwen2"), "split.count": (2, b"\x02\x00")}
+    kv |= {f"qwen2.{k}": standin._scalar(4, v) for k, v in (
+        ("block_count", 2), ("embedding_length", 256), ("feed_forward_length", 512), ("attention.head_count", 4),
+        ("attention.head_count_kv", 2))}
+    first, second = tmp_path / "m-00001-of-00002.gguf", tmp_path / "m-00002-of-00002.gguf"
+    first.write_bytes(standin.header_bytes(kv, [t for t in tensors if t.name != "output.weight"]))
+    second.write_bytes(standin.header_bytes({}, [t for t in tensors if t.name == "output.weight"]))
+    assert shape_of(first) == shape  # untied: its output matrix is in the second part
