@@ -214,7 +214,7 @@ def test_the_q4_k_m_recipe_gives_the_recorded_types(name):
 
 
 def test_a_tied_model_quantizes_its_embedding_as_the_output():
-    plan = {t.name: t.type for t in standin.plan(SIZES["3B"].shape)}
+    plan = {t.name: t.type for t in standin.plan(dataclasses.replace(SIZES["3B"].shape, tied=True))}
     assert "output.weight" not in plan and plan["token_embd.weight"] == "Q6_K"
     # Layers counted by name (0, 1, 10, ..., 19, 2, 20, ..., 29, 3, ...): blk.2 comes at index 12, blk.3 at 23.
     assert plan["blk.2.attn_v.weight"] == "Q6_K" and plan["blk.3.attn_v.weight"] == "Q4_K"

@@ -20,7 +20,7 @@ class Shape:
     heads: int
     kv_heads: int
     vocab: int
-    tied: bool  # the output matrix is the token embedding
+    tied: bool  # the file has no output matrix of its own: the token embedding serves
 
     @property
     def head_dim(self) -> int:
@@ -64,10 +64,12 @@ def _qwen(name: str, params_b: float, parts: int, file_bytes: int, shape: Shape)
                 file_bytes, shape)
 
 
-SMALL = _qwen("0.5B", 0.49, 1, 491_400_032, Shape(24, 896, 4864, 14, 2, 151_936, tied=True))
+# config.json ties 0.5B-3B's output to the embedding, but Qwen's GGUF files carry it as its own Q6_K matrix (their
+# sizes match only so): the shapes here are the files'.
+SMALL = _qwen("0.5B", 0.49, 1, 491_400_032, Shape(24, 896, 4864, 14, 2, 151_936, tied=False))
 SIZES: dict[str, Size] = {s.name: s for s in (
-    _qwen("1.5B", 1.54, 1, 1_117_320_736, Shape(28, 1536, 8960, 12, 2, 151_936, tied=True)),
-    _qwen("3B", 3.09, 1, 2_104_932_768, Shape(36, 2048, 11008, 16, 2, 151_936, tied=True)),
+    _qwen("1.5B", 1.54, 1, 1_117_320_736, Shape(28, 1536, 8960, 12, 2, 151_936, tied=False)),
+    _qwen("3B", 3.09, 1, 2_104_932_768, Shape(36, 2048, 11008, 16, 2, 151_936, tied=False)),
     # parts: 3_993_201_344 + 689_872_288
     _qwen("7B", 7.61, 2, 4_683_073_632, Shape(28, 3584, 18944, 28, 4, 152_064, tied=False)),
     # parts: 3_991_999_872 + 3_989_373_504 + 1_006_737_120
