@@ -79,26 +79,29 @@ def test_the_split_is_by_module_and_stable():
     assert 0.15 < splits.count("test") / len(splits) < 0.25
 
 
-# Real standard-library files, at their own places under the root: modules the corpus reads (both splits, all
-# three kinds), and test suites it must leave out (each with documented functions it would otherwise take).
+# Real standard-library modules the corpus reads (both splits, all three kinds; the same in every Python), and
+# test-suite places (a package's test folder, a test module) where it must read nothing.
 CORPUS_SAMPLE = ("json/__init__.py", "json/decoder.py", "json/encoder.py", "json/tool.py",
                  "textwrap.py", "shlex.py", "colorsys.py", "fnmatch.py", "bisect.py")
-TEST_SUITE_SAMPLE = ("test/support/__init__.py", "tkinter/test/support.py", "idlelib/idle_test/mock_tk.py",
-                     "unittest/test/test_case.py")
+TEST_SUITE_PLACES = ("test/support/helpers.py", "email/test/helpers.py", "lib2to3/tests/helpers.py",
+                     "idlelib/idle_test/helpers.py", "json/test_helpers.py")
 
 
 def _stdlib_sample(root):
-    """CORPUS_SAMPLE and TEST_SUITE_SAMPLE copied from the standard library into `root`, at their own paths."""
-    for relative in CORPUS_SAMPLE + TEST_SUITE_SAMPLE:
+    """CORPUS_SAMPLE copied from the standard library into `root` at its own paths, and SOURCE (a documented
+    function) at each of TEST_SUITE_PLACES."""
+    for relative in CORPUS_SAMPLE + TEST_SUITE_PLACES:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(stdlib_root() / relative, root / relative)
+        if relative in CORPUS_SAMPLE:
+            shutil.copy(stdlib_root() / relative, root / relative)
+        else:
+            (root / relative).write_text(SOURCE, encoding="utf-8")
     return root
 
 
 def test_the_stdlib_corpus_leaves_out_excluded_names_and_test_suites(tmp_path):
     root = _stdlib_sample(tmp_path)
-    for relative in TEST_SUITE_SAMPLE:  # read as a module, each test suite would give prompts
-        assert list(functions_of(relative, (root / relative).read_text(encoding="utf-8"))), relative
+    assert list(functions_of("helpers", SOURCE)), "read as a module, each test suite would give a prompt"
     assert any(it.text.startswith("def dumps(") for it in stdlib_corpus(root, excluded=set()))
     items = stdlib_corpus(root, excluded={"dumps"})
     assert not any(it.kind != "prose" and it.text.startswith("def dumps(") for it in items)
