@@ -122,6 +122,9 @@ def test_the_command_measures_each_size_and_writes_the_map(toy, tmp_path, capsys
     # speculative runs on the first (real) pair only, and is predicted for every size
     spec = [r for r in data["rows"] if r["policy"].startswith("speculative")]
     assert [r["measured_vs_target"] is not None for r in spec] == [True, False]
+    # every answer runs to its max_tokens: no model may end it early (a stand-in's nonsense would)
+    lengths = {run["tokens"] for size in data["runs"].values() for runs in size.values() for run in runs}
+    assert lengths == {12}
     assert "plotly" in (tmp_path / "map.html").read_text()
     out = capsys.readouterr().out
     assert "| 3B | real |" in out and data["sentence"] in out

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..engine.catalog import Size
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.costmodel import speculative_cost
 from ..engine.engine import Engine
 from ..engine.events import Summary
-from ..engine.models import load_pair
+from ..engine.models import ModelPair, load_pair
 from ..serving.examples import Example
 from .costs import Costs, measure_costs
 
@@ -26,7 +28,7 @@ Log = Callable[[str], None]
 
 BUDGETS = (0.05, 0.1, 0.2, 0.3)
 SPECULATIVE_K = 4
-COST_REPEATS = 3  # medians of 3 calls: a 7B's 64-token read takes seconds on two cores
+COST_REPEATS = 5  # medians of 5 calls (a 7B's 64-token read takes seconds on two cores)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ class Run:
     def wall_s(self) -> float:
         return self.summary.timings.wall_s
 
+    def to_dict(self) -> dict:
+        c = self.summary.counts
+        return {"policy": self.summary.policy, "tokens": c.n_tokens, "by_big_model": c.n_target_tokens,
+                "wall_s": self.wall_s, "stop": self.summary.stop_reason,
+                "call_sizes": {m: {str(n): k for n, k in sizes.items()} for m, sizes in self.summary.work.call_sizes.items()}}
+
 
 @dataclass
 class SizeResult:
@@ -73,6 +81,11 @@ class SizeResult:
 
     def speculative_vs_target(self) -> float | None:
         return _speed(self.speculative) / self.target_tok_s if self.speculative and self.target_tok_s else None
+
+    def runs_dict(self) -> dict:
+        """Every run's tokens, the big model's part, time and stop, by way of writing."""
+        return {"alone": [r.to_dict() for r in self.alone], "speculative": [r.to_dict() for r in self.speculative],
+                **{f"cascade {b:g}": [r.to_dict() for r in runs] for b, runs in self.shared.items()}}
 
 
 def _speed(runs: Sequence[Run]) -> float:
@@ -159,6 +172,15 @@ def _run(engine: Engine, example: Example, config: GenerationConfig) -> Run:
     return Run(summaries[-1])
 
 
+def write_to_the_end(pair: ModelPair) -> None:
+    """Let no model choose an end of generation, as no model may choose padding: every answer runs to its
+    `max_tokens` (llama-bench's fixed lengths), since a stand-in's nonsense may make the small model stop early."""
+    ends = [t for t in range(pair.n_vocab) if pair.is_end_of_generation(t)]
+    for runner in (pair.draft, pair.target):
+        kept = runner.padding if runner.padding is not None else np.empty(0, dtype=np.int64)
+        runner.padding = np.union1d(kept, ends).astype(np.int64)
+
+
 def measure_size(model: BigModel, models: ModelConfig, examples: Sequence[Example], budgets: Sequence[float],
                  max_tokens: int, speculative: bool, log: Log = print) -> SizeResult:
     """Load the small model with `model`, measure its costs, then run the big model alone, cascade at each
@@ -166,6 +188,7 @@ def measure_size(model: BigModel, models: ModelConfig, examples: Sequence[Exampl
     pair = load_pair(dataclasses.replace(models, target=str(model.path), parallel=1),
                      progress=lambda msg: log(f"  [{msg}]"))
     try:
+        write_to_the_end(pair)
         engine = Engine(pair)
         context = engine.encode(examples[0].prompt, examples[0].chat)
         log(f"  measuring costs ({model.size.name}{', stand-in' if model.stand_in else ''})")

@@ -16,7 +16,7 @@ from ..engine.config import DEFAULT_DRAFT, ModelConfig
 from .shared import Command, log
 
 DEFAULT_SIZES = ("1.5B", "3B", "7B")
-DEFAULT_PROMPTS = ("Code", "Explain to a child")
+DEFAULT_PROMPTS = ("Code", "Explain to a child", "A short poem")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -153,6 +153,7 @@ def _write(path: Path, rows: list, results: list, models: ModelConfig, examples:
         "sentence": break_even_sentence(rows) if rows else None,
         "rows": [r.to_dict() for r in rows],
         "costs": {r.model.size.name: r.costs.to_dict() for r in results},
+        "runs": {r.model.size.name: r.runs_dict() for r in results},
     }
     path.write_text(json.dumps(data, indent=1) + "\n")
 
