@@ -49,28 +49,31 @@ def _pattern(costs: Costs = PRICES) -> where.SizeResult:
 def test_the_prediction_gives_the_measured_ratio_on_recorded_costs():
     pattern = _pattern()
     measured = pattern.measured_vs_target(0.1)
-    assert where.predicted_vs_target(pattern, PRICES, 0.1) == pytest.approx(measured)
+    assert where.predicted_vs_target(pattern.shared[0.1], pattern.alone, PRICES) == pytest.approx(measured)
     # by hand: alone 0.24 + 10 × 0.1 = 1.24 s; shared 0.12 + 10 × 0.05 + 2 × 0.24 = 1.10 s; same tokens
     assert measured == pytest.approx(1.24 / 1.10)
 
 
 def test_a_dearer_big_model_makes_the_small_ones_help_worth_more():
     pattern = _pattern()
-    dearer = where.predicted_vs_target(pattern, DEARER, 0.1)
+    dearer = where.predicted_vs_target(pattern.shared[0.1], pattern.alone, DEARER)
     # alone 0.48 + 10 × 0.2 = 2.48 s; shared 0.12 + 0.5 + 2 × 0.48 = 1.58 s
     assert dearer == pytest.approx(2.48 / 1.58)
-    assert dearer > where.predicted_vs_target(pattern, PRICES, 0.1)
+    assert dearer > where.predicted_vs_target(pattern.shared[0.1], pattern.alone, PRICES)
 
 
-def test_speculative_prediction_follows_the_cost_model():
-    # k = 4 at acceptance 1: 5 tokens a round for 4 draft steps and one 5-token check
-    per_token = (4 * 0.05 + PRICES.call_s("target", 5)) / 5
-    assert where.predicted_speculative(PRICES, 1.0) == pytest.approx(0.1 / per_token, rel=0.01)
+def test_speculative_is_predicted_from_the_pattern_pairs_own_rounds():
+    pattern = _pattern()
+    # k = 4: 2 rounds of 4 draft steps and a 5-token check, each round keeping 5 tokens
+    pattern.speculative.append(_run({"draft": {8: 1, 1: 8}, "target": {8: 1, 5: 2}}, 10))
+    checks = 0.12 + 8 * 0.05 + 0.24 + 2 * PRICES.call_s("target", 5)
+    assert where.predicted_vs_target(pattern.speculative, pattern.alone, PRICES) == pytest.approx(1.24 / checks)
 
 
 def test_rows_carry_every_key_the_map_file_promises():
     pattern = _pattern()
-    rows = where.rows_for(pattern, pattern, alpha=0.7)
+    pattern.speculative.append(_run({"draft": {1: 8}, "target": {5: 2}}, 10))
+    rows = where.rows_for(pattern, pattern)
     keys = {"target", "params_b", "stand_in", "policy", "budget", "measured_vs_target", "predicted_vs_target",
             "target_tok_s", "draft_cost_ratio", "catchup_cost_ratio"}
     assert all(keys <= set(r.to_dict()) for r in rows)

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..engine.catalog import Size
 from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.costmodel import speculative_cost
 from ..engine.engine import Engine
 from ..engine.events import Summary
 from ..engine.models import ModelPair, load_pair
@@ -102,28 +101,16 @@ def replay_s(run: Run, costs: Costs) -> float:
     return costs.calls_s(work.call_sizes, work.extra_rows)
 
 
-def predicted_vs_target(pattern: SizeResult, costs: Costs, budget: float) -> float | None:
-    """The speed of cascade at `budget` over the big model alone, at `costs`, from the pattern's own runs: the
-    small model's escalations and catch-ups as they happened with the pattern's big model."""
-    shared = pattern.shared.get(budget)
-    if not shared or not pattern.alone:
+def predicted_vs_target(shared: Sequence[Run], alone: Sequence[Run], costs: Costs) -> float | None:
+    """The speed of a way of sharing over the big model alone at `costs`, from the pattern pair's own runs of
+    both: its models' calls as they happened (the small model's escalations and catch-ups, or its drafts and
+    the checks), each at these prices."""
+    if not shared or not alone:
         return None
-    shared_s, alone_s = sum(replay_s(r, costs) for r in shared), sum(replay_s(r, costs) for r in pattern.alone)
+    shared_s, alone_s = sum(replay_s(r, costs) for r in shared), sum(replay_s(r, costs) for r in alone)
     if not shared_s or not alone_s:
         return None
-    return (sum(r.tokens for r in shared) / shared_s) / (sum(r.tokens for r in pattern.alone) / alone_s)
-
-
-def acceptance(runs: Sequence[Run]) -> float | None:
-    """Share of drafted tokens the big model kept, over speculative runs."""
-    drafted = sum(r.summary.counts.n_drafted for r in runs)
-    return sum(r.summary.counts.n_draft_tokens for r in runs) / drafted if drafted else None
-
-
-def predicted_speculative(costs: Costs, alpha: float, k: int = SPECULATIVE_K) -> float:
-    """Speculative decoding's speed over the big model alone at `costs` and acceptance `alpha` (cost model)."""
-    per_token = speculative_cost(costs.draft_step_s, costs.call_s("target", k + 1), k, min(alpha, 0.999))
-    return costs.target_step_s / per_token
+    return (sum(r.tokens for r in shared) / shared_s) / (sum(r.tokens for r in alone) / alone_s)
 
 
 # ---- the rows ---------------------------------------------------------------------------------------
@@ -147,19 +134,20 @@ class MapRow:
         return dataclasses.asdict(self)
 
 
-def rows_for(result: SizeResult, pattern: SizeResult, alpha: float | None) -> list[MapRow]:
+def rows_for(result: SizeResult, pattern: SizeResult) -> list[MapRow]:
     costs = result.costs
     common = dict(target=result.model.size.name, params_b=result.model.size.params_b,
                   stand_in=result.model.stand_in, target_tok_s=result.target_tok_s,
                   draft_cost_ratio=costs.draft_step_s / costs.target_step_s,
                   catchup_cost_ratio=costs.target_extra_s() / costs.target_step_s)
     rows = [MapRow(policy="cascade", budget=b, measured_vs_target=result.measured_vs_target(b),
-                   predicted_vs_target=predicted_vs_target(pattern, costs, b), **common)
+                   predicted_vs_target=predicted_vs_target(pattern.shared.get(b, []), pattern.alone, costs), **common)
             for b in sorted(result.shared)]
-    if alpha is not None:
+    if pattern.speculative:
         rows.append(MapRow(policy=f"speculative k={SPECULATIVE_K}", budget=None,
                            measured_vs_target=result.speculative_vs_target(),
-                           predicted_vs_target=predicted_speculative(costs, alpha), **common))
+                           predicted_vs_target=predicted_vs_target(pattern.speculative, pattern.alone, costs),
+                           **common))
     return rows
 
 

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per model (default: all cores)")
     p.add_argument("--no-speculative", action="store_true",
-                   help="skip speculative decoding on the real pair (its acceptance feeds the predictions)")
+                   help="skip speculative decoding on the first, real pair (its calls feed the other sizes' predictions)")
     p.add_argument("--json", type=Path, default=Path("where-it-pays.json"), help="results file (default %(default)s)")
     p.add_argument("--html", type=Path, default=Path("where-it-pays.html"), help="the picture (default %(default)s)")
 
@@ -135,9 +135,7 @@ def _rows(results: list) -> list:
 
     if not results:
         return []
-    pattern = results[0]
-    alpha = where.acceptance(pattern.speculative)
-    return [row for r in results for row in where.rows_for(r, pattern, alpha)]
+    return [row for r in results for row in where.rows_for(r, results[0])]
 
 
 def _write(path: Path, rows: list, results: list, models: ModelConfig, examples: list, args: argparse.Namespace,
