@@ -224,3 +224,27 @@ def test_a_stop_in_each_policys_stream_leaves_the_page_answering_and_the_next_ru
           f"none of the stopped generations ran on; after each Stop a short request was answered with the expected "
           f"text in at most {max(answered_s):.2f} s (median {sorted(answered_s)[N_STOPS // 2]:.2f} s); the next "
           f"full generation equals a fresh process's; the models' lock is free")
+
+
+class SlowStart(WrappedEngine):
+    """An engine whose first event comes a second late: a Stop can come before the page's first picture."""
+
+    def generate(self, prompt, config, **options):
+        time.sleep(1.0)
+        yield from self.engine.generate(prompt, config, **options)
+
+
+def test_a_stop_before_the_first_picture_stops_the_generation(toy):
+    counting = CountingEngine(engine_for(toy.small, toy.related))
+    demo, url = serve(lambda progress: SlowEngine(SlowStart(counting), pause_s=0.01))
+    try:
+        job = Client(url, verbose=False).submit(*page_inputs(policy="target", max_tokens=60), api_name="/generate")
+        time.sleep(0.5)  # the engine has started, and sent nothing yet
+        job.cancel()
+        # 60 tokens at 0.01 s take 0.6 s after the late start: a run left going would have finished by then
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and counting.finished == 0:
+            time.sleep(0.05)
+    finally:
+        demo.close()
+    assert counting.started == 1 and counting.finished == 0, "the stopped generation ran on to its end"

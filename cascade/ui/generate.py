@@ -119,6 +119,11 @@ def make_generate(engine_provider: EngineProvider):
     return generate
 
 
+# A first update before the engine starts, the new text's plain copy emptied: Gradio can cancel a generator
+# (Stop, a newer run) only once it has yielded, and a generator closed is an engine stopped.
+STARTED = Update(plain_text="")
+
+
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
                      progress: gr.Progress, shown: Run | None = None) -> Iterator[Update]:
     """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds."""
@@ -129,6 +134,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         yield message_update(f"Please check the settings: {e}.")
         return
     earlier = conversation.turns_of(config.history, shown if isinstance(shown, Run) else None)
+    yield STARTED
     try:
         with lent_engine(engine_provider, progress) as engine:
             try:
@@ -207,6 +213,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
+    yield alone_writing(())  # as STARTED: from here on Stop or a newer run can close this generator
     try:
         with lent_engine(engine_provider, progress) as engine:
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
