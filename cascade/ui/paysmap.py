@@ -10,10 +10,11 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from .controls import PAGE_START
 from .style import BLUE, GREY, RED
 
 SHIPPED = Path(__file__).resolve().parent.parent / "results" / "where-it-pays-cpu.json"
-PAGE_BUDGET = 0.1
+PAGE_BUDGET = PAGE_START.budget or 0.1  # the share the page starts at
 
 
 def load_map(path: Path = SHIPPED) -> dict[str, Any] | None:
