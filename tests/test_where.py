@@ -200,3 +200,20 @@ def test_the_page_places_its_own_pair_from_the_costs_it_measured(pair_engines):
     star = figure.data[-1]
     assert star.marker.symbol == "star" and star.y[0] == pytest.approx(point[1])
     assert pair_point(object()) is None
+
+
+def test_benchmarks_map_shows_what_the_shipped_map_says():
+    """BENCHMARKS.md's where-it-pays table: every cell the shipped results file's measured and predicted speed."""
+    import re
+
+    from cascade.ui.paysmap import SHIPPED
+
+    data = json.loads(SHIPPED.read_text())
+    text = (Path(__file__).resolve().parent.parent / "BENCHMARKS.md").read_text(encoding="utf-8")
+    x = lambda v: "–" if v is None else f"{v:.2f}×"  # noqa: E731
+    for name in {r["target"] for r in data["rows"]}:
+        rows = [r for r in data["rows"] if r["target"] == name]
+        cells = [f"{x(r['measured_vs_target'])} ({x(r['predicted_vs_target'])})" for r in rows]
+        line = next(line for line in text.splitlines() if line.startswith(f"| {name} | "))
+        assert re.findall(r"\| ([^|]+\([^|]+\)) ", line + " ") == cells, name
+        assert f"{rows[0]['target_tok_s']:.1f} tok/s" in line
