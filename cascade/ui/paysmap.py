@@ -66,13 +66,12 @@ def map_figure_spec(rows: Sequence[dict], budget: float = PAGE_BUDGET,
                        "hovertemplate": "%{text}<extra></extra>",
                        "marker": {"symbol": "star", "size": 15, "color": RED, "line": {"width": 1, "color": "#222"}}})
     return {"data": traces, "layout": {
-        "title": {"text": f"Where sharing pays: the big model writes {budget:.0%} of the tokens", "font": {"size": 14},
-                  "x": 0.5, "xanchor": "center"},
-        "height": 330, "margin": {"l": 55, "r": 10, "t": 45, "b": 45},
-        "xaxis": {"title": {"text": "big model size (billions of parameters)"}, "type": "log",
+        "title": {"text": f"The big model writes {budget:.0%}", "font": {"size": 14}, "x": 0.5, "xanchor": "center"},
+        "height": 380, "margin": {"l": 55, "r": 10, "t": 40, "b": 60},
+        "xaxis": {"title": {"text": "big model (billions of parameters)"}, "type": "log", "tickangle": 0,
                   "tickvals": [1.5, 3, 7, 14], "ticktext": ["1.5B", "3B", "7B", "14B"], "range": _log_range(span)},
         "yaxis": {"title": {"text": "speed over the big model alone"}, "ticksuffix": "×", "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": -0.25, "font": {"size": 11}}, "hovermode": "closest"}}
+        "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "font": {"size": 11}}, "hovermode": "closest"}}
 
 
 def _log_range(span: tuple[float, float]) -> list[float]:
@@ -99,7 +98,7 @@ def map_words(data: dict[str, Any], budget: float = PAGE_BUDGET) -> str:
     return (f"Each point is how fast the small and a big model write together when the big model writes "
             f"{budget:.0%} of the tokens, against that big model writing alone: above the red line, sharing "
             f"saves time. Measured on {where} ({data.get('date', '')[:10]}).{said} "
-            f"{data.get('sentence') or ''}").strip()
+            f"{(data.get('sentence') or '').replace('On this machine', 'On that machine', 1)}").strip()
 
 
 OWN_LABEL = "this page's pair (predicted from the costs it measured at loading)"
