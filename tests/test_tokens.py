@@ -228,7 +228,7 @@ def test_fenced_code_is_a_monospace_block_whose_tokens_keep_their_colour_and_hov
     panel = tokens.text_panel(Routing(FENCED), RunView(AT_5))
     assert panel.count('<span class="cascade-code"') == 1
     style = re.search(r'<span class="cascade-code" style="([^"]*)"', panel).group(1)
-    assert "monospace" in style and "white-space:pre;" in style and "display:block" in style
+    assert "monospace" in style and "white-space:pre-wrap;" in style and "display:block" in style
     found = Tokens(panel).tokens
     assert block_text(panel) == "```python\ndef f():\n    pass\n```\n"  # the fences' lines in the block, dimmed
     assert "code-fence" in panel and tokens.FENCE_STYLE in panel

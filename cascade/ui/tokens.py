@@ -29,7 +29,8 @@ _NO_WHATIF_STYLE = f"color:{GREY}"
 GIVEN_STYLE = f"color:{GREY};background:rgba(0,0,0,.05);border-radius:3px"
 GIVEN_TITLE = ("given in the request: the answer starts with this text; both models read it, neither wrote it")
 
-CODE_STYLE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto;tab-size:4;"
+# Long lines wrap inside the block (its spaces kept), so no line is cut off at any width, scrollbar or not.
+CODE_STYLE = (f"display:block;font-family:{CODE_FONT};white-space:pre-wrap;overflow-wrap:anywhere;tab-size:4;"
               "font-size:.9em;line-height:1.5;margin:4px 0;padding:8px 10px;border-radius:6px;"
               "background:rgba(128,128,128,.07);border:1px solid rgba(128,128,128,.25)")
 FENCE_STYLE = "opacity:.5"
