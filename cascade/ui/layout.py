@@ -207,21 +207,23 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     # Unprocessed inputs: GenerationConfig judges every value; the run shown keeps a follow-up's colours.
     request = page.controls(GENERATE_INPUTS) + [run]
     generate = make_generate(engine_provider)
+    comparing = after_run(page, parts["compare"].click(
+        make_compare(engine_provider), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS), api_name="compare",
+        concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[page.out["compare_html"]]))
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
                    api_name: str | None = None, clears: bool = True) -> Any:
-        """`handler` writing a run on `trigger`, after `clear_previous`, before `after_run`; an endpoint if named."""
+        """`handler` writing a run on `trigger`, after `clear_previous` (which ends a comparison still running:
+        one run at a time per visitor), before `after_run`; an endpoint if named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
-            trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
+            trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), cancels=[comparing],
+                    **QUICK)
         return after_run(page, trigger(handler, inputs=inputs, outputs=page.outputs(GENERATE_OUTPUTS),
                                        preprocess=False, concurrency_limit=concurrency, concurrency_id="models",
                                        show_progress_on=[page.out["text_html"]], **api))
 
     generating = generation(parts["generate"].click, api_name="generate")
-    comparing = after_run(page, parts["compare"].click(
-        make_compare(engine_provider), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS), api_name="compare",
-        concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[page.out["compare_html"]]))
     # A fork: a token chosen in a pinned table runs with the parent's settings (queued, so a refusal shows).
     controls = page.controls(GENERATE_INPUTS)
     forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]] + controls,
