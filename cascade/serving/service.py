@@ -1,5 +1,6 @@
 """The engines the page and the API share: chosen by flags or environment, loaded lazily once behind a lock,
-one per slot, leased per request; a failed load is remembered for `retry_after_s`, then tried again."""
+one per slot, leased per request; a failed load is remembered for `retry_after_s`, then tried again. The big
+model can be switched while serving (`switch_target`): checked and fetched first, swapped once no engine is lent."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import queue
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable, Iterator
 
+from ..engine import memory
 from ..engine.config import ModelConfig
 from ..engine.engine import Engine
-from ..engine.models import ModelError, ModelPair, load_pair, local_model
+from ..engine.models import (Located, ModelError, ModelPair, catalog_size, check_memory, fetch, load_pair,
+                             local_model, locate, pair_need, parse_model_spec)
 from ..routing.router import Router, load_router, router_words
 from .messages import model_name, public_message
 from .settings import model_config
@@ -39,7 +43,9 @@ class EngineService:
         self._warm = warm or warm_up
         self._engines: list[Engine] = []
         self._free: queue.Queue[Engine] = queue.Queue()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while loading, and while a switch swaps the pair: leases wait
+        self._switching = threading.Lock()  # one switch at a time
+        self._started: str | None = None  # the target before the first switch
         self._failure: tuple[float, ModelError] | None = None
         self.retry_after_s, self._clock = retry_after_s, clock
 
@@ -47,6 +53,11 @@ class EngineService:
     def config(self) -> ModelConfig:
         # Read the environment when first needed, not at import: app.py's flags may still set it.
         return self._config or model_config(serving=True)
+
+    @property
+    def started_target(self) -> str:
+        """The big model the service was configured with, whatever it was switched to since."""
+        return self._started or self.config.target
 
     def configure(self, config: ModelConfig) -> None:
         with self._lock:
@@ -126,28 +137,104 @@ class EngineService:
     def _load(self, progress: Progress) -> None:
         if self._failure is not None and self._clock() - self._failure[0] < self.retry_after_s:
             raise self._failure[1]
+        config = self._settings()
         try:
-            config = self.config
+            engines = self._started_engines(config, progress)
+        except ModelError as e:
+            self._failure = (self._clock(), e)
+            raise
+        self._lend(engines)
+
+    def _settings(self) -> ModelConfig:
+        try:
+            return self.config
         except ValueError as e:  # a variable of whoever runs the page, such as CASCADE_THREADS=many
             raise ModelError(f"the page's settings are not valid ({e})") from e
+
+    def _started_engines(self, config: ModelConfig, progress: Progress) -> list[Engine]:
+        """The config's pair loaded, its router found and warmed up: one engine per slot, none lent yet."""
         log.info("loading models: draft %s, target %s, %d slot(s)", config.draft, config.target, config.parallel)
+        pair = self._loader(config, progress=progress)
         try:
-            pair = self._loader(config, progress=progress)
             try:
                 router = load_router(config.router, pair.draft_path)
             except ValueError as e:  # CASCADE_ROUTER names a file that is missing or not a router
                 raise ModelError(f"the learned rule's router could not be loaded: {e}") from e
-            log.info("router: %s", router_words(config.router, router, pair.draft_path.name))
-            first = Engine(pair, router=router)
-        except ModelError as e:
-            self._failure = (self._clock(), e)
+        except ModelError:
+            close_pair(pair)
             raise
+        log.info("router: %s", router_words(config.router, router, pair.draft_path.name))
+        first = Engine(pair, router=router)
         progress("warming up the models")
         self._warm(first)  # its slots share what it teaches `auto`
-        engines = first.slots() if config.parallel > 1 else [first]
+        return first.slots() if config.parallel > 1 else [first]
+
+    def _lend(self, engines: list[Engine]) -> None:
         for engine in engines:
             self._free.put(engine)
         self._engines, self._failure = engines, None
+
+    def _taken_back(self) -> list[Engine]:
+        """(Holding the lock, so no lease begins.) Every engine, each taken out of the pool as its lease ends."""
+        engines, self._engines = self._engines, []
+        for _ in engines:
+            self._free.get()
+        return engines
+
+    def switch_target(self, target: str, progress: Progress = lambda _msg: None) -> ModelConfig:
+        """Serve `target` (a size by name, a path or a Hub file) beside the same draft with the same settings;
+        the config served after. ModelError where it is refused (memory, a file not found) or a download fails:
+        the loaded pair serves on. Its file is fetched while the old pair serves; then, once no engine is lent
+        (new leases wait), the old pair is closed and the new one loaded; if that fails, the old pair is loaded
+        again (or, failing that too, on the next request) and the error raised."""
+        with self._switching:
+            old = self._settings()
+            try:
+                new = replace(old, target=target).validate()
+            except ValueError as e:
+                raise ModelError(f"{target!r} is not a big model the page can use ({e})") from e
+            if new == old and self.loaded:
+                return old
+            progress("locating the target model")
+            draft, wanted = locate(new.draft, "draft"), locate(new.target, "target")
+            check_memory(new, draft, wanted, free_memory=self._room_reader())
+            fetch(wanted, progress)
+            with self._lock:
+                if self._engines:
+                    if self._free.qsize() < len(self._engines):
+                        progress("waiting for the generations under way to finish")
+                    close_pair(self._taken_back()[0].pair)
+                try:
+                    engines = self._started_engines(new, progress)
+                except ModelError:
+                    log.exception("switching the target to %s failed; loading %s again", new.target, old.target)
+                    with contextlib.suppress(ModelError):  # else the next request loads it, or says why not
+                        self._lend(self._started_engines(old, progress))
+                    raise
+                self._lend(engines)
+                self._started = self._started or old.target
+                self._config = new
+            log.info("target switched to %s", new.target)
+            return new
+
+    def room(self) -> int | None:
+        """Bytes a pair switched in may use: free memory and what the loaded pair holds, which a switch closes
+        first; None where no check is made (`check_memory`'s exceptions) or free memory cannot be read."""
+        try:
+            config = self.config
+        except ValueError:
+            return None
+        if memory.skip_requested() or config.n_gpu_layers != 0:
+            return None
+        return self._room_reader()()
+
+    def _room_reader(self) -> memory.FreeMemory:
+        # Both pairs count the same draft, so comparing the new pair's estimate with free memory plus the old
+        # pair's compares the new target with free memory plus the old target. Estimates on both sides (not the
+        # process's measured use), as the first load's check: what the machine cannot hold is refused alike.
+        held = (estimated_need(self.config) or 0) if self.loaded else 0
+        free = memory.free_memory()
+        return lambda: None if free is None else free + held
 
     def router(self) -> Router | None:
         """The engines' router once loaded; before that, the one the settings name (None: none, or a bad file)."""
@@ -170,3 +257,27 @@ class EngineService:
 def warm_up(engine: Engine) -> None:
     """Short generations at loading (`Engine.calibrate`): weights paged in, and `auto` knows the pair's costs."""
     engine.calibrate()
+
+
+def close_pair(pair: ModelPair) -> None:
+    """Both models' memory freed (their contexts' batches, then the models); no slot of the pair may run after."""
+    for runner in (pair.draft, pair.target):
+        runner.context.close()
+        runner.llm.close()
+
+
+def estimated(spec: str, role: str) -> Located | None:
+    """A model found without asking anyone: its files here, else its catalog size's bytes; None if neither."""
+    if local_model(spec) is not None:
+        try:
+            return locate(spec, role)
+        except ModelError:
+            return None
+    known = catalog_size(spec)
+    return None if known is None else Located(spec, role, parse_model_spec(spec), (known.file_bytes,))
+
+
+def estimated_need(config: ModelConfig) -> int | None:
+    """Bytes the config's pair needs (`pair_need`), asking no one; None where either model is unknown here."""
+    draft, target = estimated(config.draft, "draft"), estimated(config.target, "target")
+    return None if draft is None or target is None else pair_need(config, draft, target).total

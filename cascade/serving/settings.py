@@ -17,6 +17,14 @@ from ..routing.rules import RULE_TABLE
 # The defaults and flags of the page and `serve`, which serve several visitors at once.
 SERVING_DEFAULTS: Mapping[str, Any] = {"parallel": 4}
 SERVING_ONLY = ("parallel",)
+# Set to 0, the page offers no "Big model" control: whoever runs a shared page keeps the pair it started with.
+SWITCH_ENV = "CASCADE_SWITCH_MODELS"
+
+
+def switching_allowed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether visitors may switch the page's big model (default yes; CASCADE_SWITCH_MODELS=0 says no)."""
+    raw = (os.environ if env is None else env).get(SWITCH_ENV, "").strip().lower()
+    return raw not in ("0", "false", "no", "off")
 
 
 def _model_fields() -> list[dataclasses.Field]:
