@@ -403,7 +403,7 @@ def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves
 
 
 def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_source(browser, page_url):
-    """Beside the speed: the shipped pass rates on coding problems; the toy models are not the pair measured."""
+    """Beside the speed, the shipped pass rates' source; the toy models are not the pair measured, so none is quoted."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(page_url)
     page.get_by_label("Prompt").fill(PROMPT)
@@ -411,9 +411,8 @@ def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_
     page.wait_for_function("() => /coding problems/.test(document.querySelector('.cascade-summary')?.innerText)",
                            timeout=90_000)
     summary = page.inner_text(".cascade-summary")
-    assert re.search(r"On \d+ coding problems .* the big model alone solved \d+%, the small one \d+%", summary)
-    assert "written by `python -m cascade tasks`" in summary or "written by python -m cascade tasks" in summary
-    assert "another pair than this page's models" in summary
+    assert "No pass rate was measured for this pair (toy-small" in summary and "humaneval" in summary
+    assert not re.search(r"alone solved \d+%", summary)
     page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
     page.close()
 

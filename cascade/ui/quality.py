@@ -1,5 +1,6 @@
 """Is sharing worth it? One sentence from the shipped pass rates on coding problems (`cascade/results/*.json`,
-by `cascade tasks --json`): both models alone, and the measured configuration nearest the run's."""
+by `cascade tasks --json`): both models alone, and the measured configuration nearest the run's; for a pair of
+other sizes than the one measured, that no pass rate was measured for it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Sequence
 
 from ..engine.config import GenerationConfig
 from ..engine.policies import POLICY_TABLE
+from ..serving.messages import model_name
 from .style import pct
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -82,14 +84,40 @@ def nearest(reports: Sequence[Report], config: GenerationConfig) -> tuple[Report
     return min(found, key=lambda pair: (_distance(pair[1], config), -pair[1]["n_tasks"]), default=None)
 
 
+# A Qwen file's family version, "coder-" or not, and size: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf".
+_QWEN = re.compile(r"qwen(\d[\d.]*)-(coder-)?(\d+(?:\.\d+)?)b", re.IGNORECASE)
+
+
 def pair_words(draft: str, target: str) -> str:
     """A pair of model files in a few words: "Qwen2.5-Coder 0.5B → 1.5B" for Qwen's, else the file names."""
-    pattern = re.compile(r"qwen(\d[\d.]*)-(coder-)?(\d+(?:\.\d+)?)b", re.IGNORECASE)
-    d, t = pattern.search(draft), pattern.search(target)
+    d, t = _QWEN.search(draft), _QWEN.search(target)
     if d and t and d.group(1) == t.group(1) and d.group(2) == t.group(2):
         family = f"Qwen{d.group(1)}" + ("-Coder" if d.group(2) else "")
         return f"{family} {d.group(3)}B → {t.group(3)}B"
     return f"{draft} → {target}"
+
+
+def measured_sizes(draft: str, target: str, measured: dict[str, str]) -> bool:
+    """Whether a pair (file names) is the measured one, or the same sizes of its family (Qwen2.5's 0.5B → 1.5B
+    beside Qwen2.5-Coder's): the only pairs whose quality the measured pass rates may be quoted for."""
+    names = Path(draft).name, Path(target).name
+    if names == (measured["draft"], measured["target"]):
+        return True
+
+    def sizes(name: str) -> tuple[str, str] | None:
+        found = _QWEN.search(name)
+        return (found.group(1), found.group(3)) if found else None
+
+    ours = [sizes(n) for n in names]
+    return None not in ours and ours == [sizes(measured["draft"]), sizes(measured["target"])]
+
+
+def unmeasured_sentence(draft: str, target: str, report: Report) -> str:
+    """What the page says of quality for a pair the shipped pass rates were not measured on."""
+    measured = report.data["models"]
+    return (f"No pass rate was measured for this pair ({pair_words(Path(draft).name, Path(target).name)}): the "
+            f"pass rates on coding problems the project ships ({report.data['tasks']['source']}, {report.name}) "
+            f"were measured on the {pair_words(measured['draft'], measured['target'])} pair only.")
 
 
 def _setting(result: dict[str, Any], config: GenerationConfig) -> str:
@@ -108,10 +136,12 @@ def _setting(result: dict[str, Any], config: GenerationConfig) -> str:
 
 def quality_sentence(config: GenerationConfig, draft: str, target: str,
                      reports: Sequence[Report] | None = None) -> str | None:
-    """The sentence for a run with this config on these models (file names); None without shipped results."""
+    """The sentence for a run with this config on these models (specs: sizes, paths, Hub files); None without
+    shipped results."""
     reports = load_reports(RESULTS) if reports is None else reports
     if not reports:
         return None
+    draft, target = (Path(model_name(spec)).name for spec in (draft, target))  # "7B" read as its file
     found = nearest(reports, config)
     report = found[0] if found else reports[0]
     data, big, small = report.data, report.result("target"), report.result("draft")
@@ -119,6 +149,8 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
         return None
     threads = data["machine"].get("threads")
     measured = data["models"]
+    if not measured_sizes(draft, target, measured):
+        return unmeasured_sentence(draft, target, report)
     pair = pair_words(measured["draft"], measured["target"])
     where = f"{pair} pair, {threads} CPU threads" if threads else f"{pair} pair"
     start = (f"On {report.n_tasks} coding problems ({data['tasks']['source']}, checked by running their tests; "
