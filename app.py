@@ -15,7 +15,8 @@ import os
 
 from cascade.api.server import ApiSettings, create_api
 from cascade.serving.pump import tune_interpreter
-from cascade.serving.settings import add_model_flags, model_config, model_flags
+from cascade.serving.settings import add_model_flags, model_config, model_flags, switching_allowed
+from cascade.ui.bigmodel import BigModels
 from cascade.ui.layout import build_demo, queued
 from cascade.serving.service import EngineService
 
@@ -23,9 +24,10 @@ service = EngineService()
 
 
 def page(at_once: int):
-    """The page over the service's engines, `at_once` requests at once (each leases its own engine: a slot)."""
+    """The page over the service's engines, `at_once` requests at once (each leases its own engine: a slot);
+    its "Big model" control unless CASCADE_SWITCH_MODELS=0."""
     return build_demo(service.lease, describe_models=service.describe, concurrency=at_once,
-                      router=service.router)
+                      router=service.router, big_model=BigModels(service) if switching_allowed() else None)
 
 
 def at_once_from_environment() -> int:

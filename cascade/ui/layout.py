@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import gradio as gr
 
 from ..serving.examples import Example, load_examples
-from . import conversation, paysmap, tokens
+from . import bigmodel, conversation, paysmap, tokens
 from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, show_turn
 from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
                        prompt_controls, settings_controls, share_js, shown_by)
@@ -49,6 +49,8 @@ PAGE_CSS = """
 .cascade-branches .wrap { gap: 4px 6px !important; }
 .cascade-branches label { padding: 2px 8px !important; font-size: .85em; }
 .cascade-models { font-size: .85em; }
+.cascade-models-row { flex-wrap: wrap !important; align-items: center; }
+.cascade-models-row > .cascade-models { flex: 1 1 200px !important; }
 @media (max-width: 767px) {
   .cascade-main { grid-template-columns: minmax(0, 1fr); grid-template-rows: none; }
   .cascade-main > .column { grid-column: 1 !important; grid-row: auto !important; }
@@ -86,8 +88,10 @@ class Page:
 
 
 def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], str] | None = None,
-               concurrency: int = 1, router: RouterSource | None = None) -> gr.Blocks:
-    """The page over `engine_provider(progress)`, `concurrency` runs at once; `router()`: the router or None."""
+               concurrency: int = 1, router: RouterSource | None = None,
+               big_model: bigmodel.BigModels | None = None) -> gr.Blocks:
+    """The page over `engine_provider(progress)`, `concurrency` runs at once; `router()`: the router or None;
+    `big_model`: the "Big model" control beside the models line (None: no control)."""
     examples = load_examples(page=True)
     with gr.Blocks(title="Cascade: a small model writes, a big model steps in") as demo:
         page = Page(out={"run": gr.State(None)})
@@ -104,12 +108,15 @@ def build_demo(engine_provider: EngineProvider, describe_models: Callable[[], st
             with gr.Column(scale=2, min_width=280, elem_classes="cascade-extras"):
                 extras_column(page, examples)
             with gr.Column(scale=2, min_width=280, elem_classes="cascade-settings"):
-                settings_column(page, current_router(router))
+                settings_column(page, current_router(router), big_model)
         with gr.Accordion("How to read this page", open=False, elem_classes="cascade-guide"):
             gr.Markdown(without_heading(HOW_TO_READ))
         wire(page, demo, engine_provider, concurrency, router)
         if describe_models is not None:
             demo.load(describe_models, outputs=[page.parts["models"]], queue=False, api_visibility="private")
+        if big_model is not None:
+            bigmodel.wire(demo, page.parts["big_model"], page.parts["models"], big_model,
+                          progress_on=[page.parts["models"], page.out["text_html"]])
     return demo
 
 
@@ -143,14 +150,20 @@ def extras_column(page: Page, examples: Sequence[Example]) -> None:
                                     buttons=["copy"])
 
 
-def settings_column(page: Page, router: Any) -> None:
-    """Who writes and how, the system message and the answer's start, and the models the page runs."""
+def settings_column(page: Page, router: Any, big_model: bigmodel.BigModels | None = None) -> None:
+    """Who writes and how, the system message and the answer's start, and the models the page runs (with the
+    big model's control beside them where offered)."""
     controls, shares = settings_controls(router)
     page.inputs.update(controls)
     page.parts.update(share=shares.share, by_threshold=shares.by_threshold, threshold_box=shares.threshold_box,
                       threshold_bar=shares.bar)
     page.inputs.update(framing_controls())
-    page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
+    if big_model is None:
+        page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
+        return
+    with gr.Row(equal_height=False, elem_classes="cascade-models-row"):
+        page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
+        page.parts["big_model"] = bigmodel.control(big_model)
 
 
 def answer_column(page: Page) -> None:
