@@ -20,6 +20,7 @@ from cascade import GenerationConfig, ModelConfig, ModelError, load_pair  # noqa
 from cascade.api.server import ApiSettings, create_api  # noqa: E402
 from cascade.engine import memory  # noqa: E402
 from cascade.engine.models import check_memory, locate  # noqa: E402
+from cascade.serving import service as service_module  # noqa: E402
 from cascade.serving.service import EngineService  # noqa: E402
 from cascade.serving.settings import switching_allowed  # noqa: E402
 from cascade.ui.bigmodel import BigModels, label  # noqa: E402
@@ -148,6 +149,16 @@ def test_the_control_says_a_refusal_under_the_models_line_and_keeps_the_old_pair
     assert refusal.startswith("**Not switched:** The target model toy-related") and "GB free" in refusal
     assert str(toy.small.parent) not in refusal  # no path of this machine
     assert dropdown["value"] == toy.small.name and served_target(service) == toy.small
+
+
+def test_the_catalog_sizes_read_as_hosting_md_gives_them_before_any_file_is_here(monkeypatch):
+    """The default pair (a Q4_0 draft the catalog does not hold, estimated by its size's file) at 4 slots."""
+    monkeypatch.setattr(service_module, "local_model", lambda spec: None)  # nothing downloaded yet
+    monkeypatch.setattr(memory, "free_memory", lambda: 9_100_000_000)
+    monkeypatch.setenv(memory.SKIP_ENV, "")
+    big = BigModels(EngineService(ModelConfig(parallel=4)))
+    assert [words for words, _ in big.offered()["choices"]] == [
+        "1.5B · about 3.8 GB", "3B · about 4.9 GB", "7B · about 7.8 GB", "14B · needs 14.4 GB, 9.1 GB free"]
 
 
 def test_a_choice_reads_its_need_against_the_room_here():

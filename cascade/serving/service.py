@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 from ..engine import memory
 from ..engine.config import ModelConfig
 from ..engine.engine import Engine
-from ..engine.models import (Located, ModelError, ModelPair, catalog_size, check_memory, fetch, load_pair,
+from ..engine.catalog import Size
+from ..engine.models import (FAMILY, Located, ModelError, ModelPair, catalog_size, check_memory, fetch, load_pair,
                              local_model, locate, pair_need, parse_model_spec)
 from ..routing.router import Router, load_router, router_words
 from .messages import model_name, public_message
@@ -267,14 +268,23 @@ def close_pair(pair: ModelPair) -> None:
 
 
 def estimated(spec: str, role: str) -> Located | None:
-    """A model found without asking anyone: its files here, else its catalog size's bytes; None if neither."""
+    """A model found without asking anyone: its files here, else its catalog file's bytes, else (another
+    quantization of a Qwen2.5 size, such as the default draft's Q4_0) the catalog file of the size its name
+    says, as an estimate; None if none of these."""
     if local_model(spec) is not None:
         try:
             return locate(spec, role)
         except ModelError:
             return None
-    known = catalog_size(spec)
-    return None if known is None else Located(spec, role, parse_model_spec(spec), (known.file_bytes,))
+    known = catalog_size(spec) or _size_in_name(spec)
+    if known is None:
+        return None
+    return Located(known.spec, role, parse_model_spec(known.spec), (known.file_bytes,))
+
+
+def _size_in_name(spec: str) -> Size | None:
+    name = model_name(spec).rsplit("/", 1)[-1].lower()
+    return next((s for s in FAMILY.values() if name.startswith(s.stem.split("-instruct")[0] + "-")), None)
 
 
 def estimated_need(config: ModelConfig) -> int | None:
