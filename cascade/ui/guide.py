@@ -62,6 +62,12 @@ HOW_TO_READ = """\
   (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star
   is your run; the dashed line is this machine's break-even: left of it, sharing the work is faster than
   the big model alone, by the costs measured here.
+- **Where does sharing pay?** A small chart from the project's own measurements on one reference machine:
+  for each size of big model, how fast the small and the big model write together when the big model
+  writes 10% of the tokens, against that big model alone (above the red line, sharing saves time). Filled
+  points were measured, open ones predicted from the models' measured costs; a diamond is a stand-in, a
+  file of the real model's shape with random weights, whose speed is real and whose text is not. The star
+  is this page's pair, predicted from the costs measured here when its models loaded.
 - **Does sharing keep the answers right?** Under each run's speed, one sentence gives pass rates measured on
   coding problems (the share of problems whose answer passed its tests): the big model alone, the small one,
   and the measured way of sharing nearest your settings, with its speed. They come from the files the project
