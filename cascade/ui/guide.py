@@ -71,8 +71,8 @@ HOW_TO_READ = """\
 - **Does sharing keep the answers right?** Under each run's speed, one sentence gives pass rates measured on
   coding problems (the share of problems whose answer passed its tests): the big model alone, the small one,
   and the measured way of sharing nearest your settings, with its speed. They come from the files the project
-  ships (written by `python -m cascade tasks`), name the models measured and the date, and say so when this
-  page runs other models. Agreement with the big model is not the same as being right: this is.
+  ships (written by `python -m cascade tasks`), name the models measured and the date; for another pair of
+  models (a bigger big model) it says that no pass rate was measured for it. Agreement with the big model is not the same as being right: this is.
 - **What each model considered:** hover a token to see the small model's five likeliest tokens there
   and, where the big model read that position (it wrote the token or checked it), the big model's five,
   with their probabilities; the token in the text is marked ▸. Where the big model never read a position
