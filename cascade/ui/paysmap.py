@@ -101,7 +101,7 @@ def map_words(data: dict[str, Any], budget: float = PAGE_BUDGET) -> str:
             f"{(data.get('sentence') or '').replace('On this machine', 'On that machine', 1)}").strip()
 
 
-OWN_LABEL = "this page's pair (predicted from the costs it measured at loading)"
+OWN_LABEL = "this page's pair (predicted)"  # the guide says from what
 
 
 def pair_point(engine: Any, budget: float = PAGE_BUDGET) -> tuple[float, float] | None:
