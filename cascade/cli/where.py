@@ -42,15 +42,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", type=Path, default=Path("where-it-pays.html"), help="the picture (default %(default)s)")
 
 
-_shown = {"gb": -1}
+class _Written:
+    """A stand-in's progress on stderr, once per half gigabyte written (and at the end)."""
 
+    def __init__(self) -> None:
+        self.step = -1
 
-def _gigabytes(done: int, total: int) -> None:
-    """A stand-in's progress on stderr, once per half gigabyte."""
-    step = int(done / 5e8)
-    if step != _shown["gb"] or done == total:
-        _shown["gb"] = step
-        log(f"  [{done / 1e9:.1f} of {total / 1e9:.1f} GB written]")
+    def __call__(self, done: int, total: int) -> None:
+        step = int(done / 5e8)
+        if step != self.step or done == total:
+            self.step = step
+            log(f"  [{done / 1e9:.1f} of {total / 1e9:.1f} GB written]")
 
 
 def _check_fits(s: Size, draft_path: Path, models: ModelConfig) -> None:
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             real_path = None if args.stand_ins else real.get(s.name) or local_model(s.spec)
             if real_path is None:
                 log(f"[{s.name}: a stand-in of its shapes with random weights (built once, then cached)]")
-            path = real_path or stand_in(s, draft_path, rebuild=args.rebuild, progress=_gigabytes)
+            path = real_path or stand_in(s, draft_path, rebuild=args.rebuild, progress=_Written())
             model = where.BigModel(s, Path(path), stand_in=real_path is None)
             log(f"{s.name}: {model.path.name}{' (stand-in)' if model.stand_in else ''}")
             results.append(where.measure_size(model, models, chosen, args.budgets, args.max_tokens,
