@@ -8,7 +8,6 @@ text is noise."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -25,7 +24,6 @@ from .costs import Costs, measure_costs
 
 Log = Callable[[str], None]
 
-BUDGETS = (0.05, 0.1, 0.2, 0.3)
 SPECULATIVE_K = 4
 COST_REPEATS = 5  # medians of 5 calls (a 7B's 64-token read takes seconds on two cores)
 
@@ -217,7 +215,3 @@ def break_even_sentence(rows: Sequence[MapRow], budget: float = 0.1) -> str:
     figures = ", ".join(f"{speed[r.target]:.2f}× with {r.target}" for r in paying)
     return (f"On this machine a 0.5B small model saves time with a big model of {first.target} or more at a "
             f"{budget:.0%} share: {figures}.")
-
-
-def is_finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

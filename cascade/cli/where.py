@@ -16,6 +16,7 @@ from ..engine.config import DEFAULT_DRAFT, ModelConfig
 from .shared import Command, log
 
 DEFAULT_SIZES = ("1.5B", "3B", "7B")
+BUDGETS = (0.05, 0.1, 0.2, 0.3)
 DEFAULT_PROMPTS = ("Code", "Explain to a child", "A short poem")
 
 
@@ -30,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stand-ins", action="store_true",
                    help="run every size as a stand-in, even where the real file is here")
     p.add_argument("--rebuild", action="store_true", help="build the stand-ins again")
-    p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.3],
+    p.add_argument("--budgets", type=float, nargs="+", default=list(BUDGETS),
                    help="shares of tokens for the big model (default %(default)s)")
     p.add_argument("--prompts", nargs="+", default=list(DEFAULT_PROMPTS), metavar="NAME",
                    help="names of examples/prompts.json entries to run (default: %(default)s)")
