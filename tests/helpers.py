@@ -131,9 +131,8 @@ def json_lines(stdout: str) -> tuple[list[dict], dict]:
 
 # ---- the page --------------------------------------------------------------------------------------
 
-# The page's defaults for a request, as a visitor who changes nothing but these would send them (the page
-# starts with the big model writing 10% of the tokens by the margin rule, `PAGE_START`; the library and the
-# API at perplexity 5 with no budget).
+# A request as the tests send it to the page: the margin rule with a 10% share (the page itself starts at
+# perplexity with a 10% share, `PAGE_START`; the library and the API at perplexity 5 with no budget).
 PAGE_DEFAULTS: dict[str, Any] = {"prompt": "The cat sat on the mat", "mode": "raw", "policy": "cascade",
                                   "rule": "margin", "threshold": 0.1, "budget": 0.1, "k": 4, "rollback_threshold": 20.0,
                                   "bild_window": 32,

@@ -158,12 +158,12 @@ def asked(prompt: str = PROMPT, **settings) -> Run:
 @pytest.mark.parametrize("before, run, words", [
     (None, asked(), f"“{PROMPT}”"),
     (asked(), asked(), "the same request again"),
-    (asked(), asked(budget=0.2), "margin, 20% share"),  # the page's start: a share
-    (asked(), asked(rule="perplexity"), "perplexity, 10% share"),
-    (asked(), asked(budget=None, threshold=0.2), "margin 0.2"),  # "Set a threshold instead"
-    (asked(), asked(budget=None, threshold=0.1), "margin 0.1"),
-    (asked(budget=None), asked(budget=None, rule="perplexity", threshold=5.0), "perplexity 5"),
-    (asked(budget=None), asked(budget=None, threshold=0.1), "the same request again"),
+    (asked(), asked(budget=0.2), "perplexity, 20% share"),  # the page's start: a share
+    (asked(), asked(rule="margin"), "margin, 10% share"),
+    (asked(), asked(budget=None, threshold=3.0), "perplexity 3"),  # "Set a threshold instead"
+    (asked(), asked(budget=None, threshold=5.0), "perplexity 5"),
+    (asked(budget=None), asked(budget=None, rule="margin", threshold=0.1), "margin 0.1"),
+    (asked(budget=None), asked(budget=None, threshold=5.0), "the same request again"),
     (asked(), asked(threshold=0.2), "the same request again"),  # a share's run never reads its threshold
     (asked(), asked(policy="speculative", k=2), "speculative, k 2"),
     (asked(), asked(policy="target", threshold=0.3), "target"),  # the big model alone reads no rule
@@ -177,15 +177,15 @@ def test_a_branch_is_labelled_by_what_it_asked_differently_from_the_one_before(b
 
 
 def test_the_list_labels_each_branch_by_its_change_a_fork_by_its_token_a_follow_up_by_its_question():
-    first, other = asked(), asked(budget=None, threshold=0.2)
+    first, other = asked(), asked(budget=None, threshold=3.0)
     branches = record_branch(first, [], None)[0]
     branches = record_branch(other, branches, None)[0]
-    forked = asked(budget=None, threshold=0.2, answer_prefix="The cat lay")
+    forked = asked(budget=None, threshold=3.0, answer_prefix="The cat lay")
     branches = record_branch(forked, branches, Fork(2, 3, " sat", " lay"))[0]
     followup = Run("And then?", first.config.replace(history=(("user", PROMPT), ("assistant", "x"))), running=False,
                    earlier=(Turn(PROMPT, "x", run=other),))
     branches, radio, _, _ = record_branch(followup, branches, None)
-    assert radio["choices"] == [f"1 · “{PROMPT}”", "2 · margin 0.2", "3 · fork of 2 at token 3: “ sat” → “ lay”",
+    assert radio["choices"] == [f"1 · “{PROMPT}”", "2 · perplexity 3", "3 · fork of 2 at token 3: “ sat” → “ lay”",
                                 "4 · follow-up to 2: And then?"]
     assert PROMPT not in " ".join(radio["choices"][1:])  # the prompt is not repeated
 

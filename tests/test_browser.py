@@ -39,7 +39,7 @@ PROMPT = "The cat sat on the mat"
 # at 40% sends more to the big model; ticked to a threshold, the margin at 0.1 sends a good part of the toy pair's
 # tokens (`small` drafting for `related`), and at a what-if margin of 0.03 fewer would go.
 RUN_SHARE, WHATIF_SHARE = round(100 * PAGE_START.budget), 40
-RUN_THRESHOLD, WHATIF_THRESHOLD = PAGE_START.threshold, 0.03
+RUN_THRESHOLD, WHATIF_THRESHOLD = PAGE_START.threshold, 20.0
 THRESHOLD_LABEL = slider_props(PAGE_START.rule)["label"]
 
 CHART_TRACES = """() => {
@@ -128,7 +128,7 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     set_number(threshold, WHATIF_THRESHOLD)
     page.wait_for_function("(t) => (document.querySelector('.whatif-banner')?.innerText || '').includes(t)",
                            arg=f"At threshold {fmt_threshold(WHATIF_THRESHOLD)}", timeout=15_000)
-    assert page.evaluate(COUNT, ".cascade-text .tok.red") < at_run_threshold  # a lower margin: fewer would go
+    assert page.evaluate(COUNT, ".cascade-text .tok.red") < at_run_threshold  # a higher perplexity: fewer would go
     traces = chart(page)
     assert sum(t["n"] for t in traces if t["meta"] == "tokens") == n_tokens
     lines = {t["n"]: t for t in traces if t["meta"] == "threshold"}  # the what-if's, flat; the run's, as it moved
@@ -159,14 +159,14 @@ def test_the_share_reaches_the_request_and_a_copied_link_keeps_it_or_the_thresho
     assert float(share_input(again).input_value()) == 25 and not again.get_by_label(BY_THRESHOLD_LABEL).is_checked()
     assert "you asked for 25%" in again.inner_text(".cascade-summary") and again.inner_text(".cascade-text") == text
     # Ticked to the threshold, the link names no share; opened, the threshold decides.
-    set_number(decide_by_threshold(again), 0.2)
+    set_number(decide_by_threshold(again), 3.5)
     by_threshold = copied_link(again)
     query = parse_qs(urlsplit(by_threshold).query)
-    assert "budget" not in query and query["threshold"] == ["0.2"] and query["rule"] == ["margin"]
+    assert "budget" not in query and query["threshold"] == ["3.5"] and query["rule"] == ["perplexity"]
     third = opened_link(browser, page_url, urlsplit(by_threshold).query)
     assert third.get_by_label(BY_THRESHOLD_LABEL).is_checked()
     third.locator(".cascade-threshold input[type=number]").wait_for(timeout=10_000)
-    assert float(third.locator(".cascade-threshold input[type=number]").input_value()) == 0.2
+    assert float(third.locator(".cascade-threshold input[type=number]").input_value()) == 3.5
     assert not share_input(third).is_visible()
     for opened in (third, again, page):
         opened.close()

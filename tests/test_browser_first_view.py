@@ -123,7 +123,7 @@ def test_a_fork_after_moving_the_slider_writes_with_its_runs_threshold_and_says_
     finished(page)
     first_summary = page.inner_text(".cascade-summary")
     threshold = page.get_by_label(f"number input for {slider_props(PAGE_START.rule)['label']}")
-    threshold.fill("0.5")  # a what-if, after the run
+    threshold.fill("2.5")  # a what-if, after the run
     threshold.press("Enter")
     page.wait_for_selector('.cascade-output[data-view="whatif"]', timeout=15_000)
 
@@ -133,7 +133,7 @@ def test_a_fork_after_moving_the_slider_writes_with_its_runs_threshold_and_says_
     tip.locator(".alts-columns > div").nth(0).locator("tr.choice:not(.chosen)").first.click()
     said = page.get_by_text("This fork writes with the settings of the run it comes from")
     said.wait_for(timeout=15_000)
-    assert f"threshold {PAGE_START.threshold:g}, not the 0.5 the slider shows" in said.inner_text()
+    assert f"threshold {PAGE_START.threshold:g}, not the 2.5 the slider shows" in said.inner_text()
     page.wait_for_function("(s) => { const t = document.querySelector('.cascade-summary')?.innerText || '';"
                            " return /tokens\\/s/.test(t) && t !== s; }", arg=first_summary, timeout=90_000)
     assert "2 · fork of 1 at token 2" in page.locator(".cascade-branches").first.inner_text()

@@ -244,10 +244,10 @@ def test_the_generate_endpoint_takes_the_settings_in_the_order_the_handler_reads
             assert defaults[name] == history_json(GenerationConfig().history) == "", name
             continue
         assert defaults[name] == getattr(PAGE_START, name), name
-        if name not in ("rule", "threshold", "budget"):  # the page starts at a 10% share by the margin rule; the
-            assert defaults[name] == limits(GenerationConfig, name)["default"], name  # library at perplexity 5
+        if name not in ("threshold", "budget"):  # the page starts at a 10% share by perplexity; the library at
+            assert defaults[name] == limits(GenerationConfig, name)["default"], name  # perplexity 5, no share
     assert (defaults["rule"], defaults["threshold"], defaults["budget"]) == (
-        PAGE_START.rule, PAGE_START.threshold, PAGE_START.budget) == ("margin", 0.1, 0.1)
+        PAGE_START.rule, PAGE_START.threshold, PAGE_START.budget) == ("perplexity", 5.0, 0.1)
     assert GENERATE_INPUTS.index("rule") == GENERATE_INPUTS.index("policy") + 1
     assert GENERATE_INPUTS.index("budget") == GENERATE_INPUTS.index("threshold") + 1
     assert defaults["mode"] == "chat" and GenerationConfig().chat
@@ -478,10 +478,8 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     routed = build_demo(lambda progress: None, router=lambda: router)
     with_router = rule_control(routed)
     assert [v for _, v in with_router.choices] == list(RULE_TABLE)
-    # With a router the page starts by it, at its own default threshold, in its units; the share still decides.
-    assert with_router.value == "learned" and "d.gguf → t.gguf" in with_router.info
-    threshold = next(b for b in routed.blocks.values() if "cascade-threshold" in (getattr(b, "elem_classes", None) or []))
-    assert threshold.value == RULE_TABLE["learned"].default and threshold.label == "Threshold (learned, probability)"
+    # With a router the page still starts by perplexity (the chart it was asked for); the router is one choice away.
+    assert with_router.value == "perplexity"
     assert page_start(True).budget == PAGE_START.budget and page_start(False) == PAGE_START
 
     class Request:  # what Gradio passes on load
@@ -495,10 +493,10 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     refused = make_apply_link(lambda: None)(Request(rule="learned"))
     assert refused[rule_index]["value"] == PAGE_START.rule and "not offered" in refused[len(GENERATE_INPUTS)]
     assert [v for _, v in refused[rule_index]["choices"]] == ["perplexity", "entropy", "margin"]
-    # A link that names no rule opens at the page's start as it is when it loads: by the router if one loaded.
-    for source, rule in ((lambda: router, "learned"), (lambda: None, PAGE_START.rule)):
+    # A link that names no rule opens at the page's start, router or not.
+    for source in (lambda: router, lambda: None):
         opened = make_apply_link(source)(Request(budget="0.2"))
-        assert opened[rule_index]["value"] == rule and opened[threshold_index]["value"] == page_start(rule == "learned").threshold
+        assert opened[rule_index]["value"] == PAGE_START.rule and opened[threshold_index]["value"] == PAGE_START.threshold
         assert opened[GENERATE_INPUTS.index("budget")]["value"] == 0.2
 
 

@@ -203,4 +203,4 @@ def router_words(setting: str, router: Router | None, draft_name: str) -> str:
     if setting.strip().lower() == "none":
         return "no router (turned off); the learned rule is not offered"
     return (f"no router was trained for this small model ({draft_name}); the learned rule is not offered, and "
-            "the other rules judge (the page's margin, the library's perplexity)")
+            "the other rules judge (perplexity to start with)")

@@ -29,10 +29,9 @@ HOW_TO_READ = """\
   two best guesses are (the margin between their probabilities: 1 = certain; here the big model writes where
   the margin is *below* the line), or a learned router's predicted probability that the big model would
   choose another token. The slider and the chart switch to the chosen rule's units. The page starts with
-  the learned router where the project ships one for the loaded small model (it recognises the file, not
-  its name: today Qwen2.5-Coder 0.5B Q4_K_M; on held-out text it picks the tokens worth the big model's time
-  best of the four), and with the margin otherwise; the line under the dropdown says which pair a router
-  was trained on.
+  perplexity, the rule this demo was built around. The learned router is offered where the project ships one
+  for the loaded small model (it recognises the file, not its name: today Qwen2.5-Coder 0.5B Q4_K_M); the
+  line under the dropdown says which pair a router was trained on.
 - **What-if:** after a run, move the share (or the threshold), or choose another rule. The text and the
   chart re-colour the recorded tokens to show which ones *would* have gone to the big model at the new
   share or threshold, or by the other rule; a share replays how its threshold would have moved, token by
