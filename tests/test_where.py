@@ -217,3 +217,32 @@ def test_benchmarks_map_shows_what_the_shipped_map_says():
         line = next(line for line in text.splitlines() if line.startswith(f"| {name} | "))
         assert re.findall(r"\| ([^|]+\([^|]+\)) ", line + " ") == cells, name
         assert f"{rows[0]['target_tok_s']:.1f} tok/s" in line
+
+
+def same_rows(a: list[dict], b: list[dict]) -> bool:
+    """Rows equal key by key, their floats to 1e-9."""
+    def same(x, y):
+        return x == y or (isinstance(x, float) and isinstance(y, float) and x == pytest.approx(y, rel=1e-9))
+    return len(a) == len(b) and all(r.keys() == q.keys() and all(same(r[k], q[k]) for k in r) for r, q in zip(a, b))
+
+
+def test_replay_recomputes_a_files_rows_from_its_own_runs(toy, tmp_path):
+    assert main(_args(toy, tmp_path)) == 0
+    measured = json.loads((tmp_path / "map.json").read_text())
+    assert main(["where-it-pays", "--replay", str(tmp_path / "map.json"), "--json", str(tmp_path / "again.json"),
+                 "--html", str(tmp_path / "again.html")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert same_rows(again["rows"], measured["rows"]) and again["sentence"] == measured["sentence"]
+    assert again["runs"] == measured["runs"]
+
+
+def test_the_shipped_map_is_what_its_runs_give_today():
+    """The shipped map's predictions are today's cost model on its recorded runs (`--replay`)."""
+    from cascade.ui.paysmap import SHIPPED
+
+    data = json.loads(SHIPPED.read_text())
+    stand_in = {r["target"]: r["stand_in"] for r in data["rows"]}
+    results = [where.SizeResult.from_dicts(where.BigModel(size(n), Path(n), stand_in[n]), data["costs"][n], runs)
+               for n, runs in data["runs"].items()]
+    rows = [row.to_dict() for r in results for row in where.rows_for(r, results[0])]
+    assert same_rows(rows, data["rows"])

@@ -17,7 +17,7 @@ import numpy as np
 from ..engine.catalog import Size
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.engine import Engine
-from ..engine.events import Summary
+from ..engine.events import Counts, Summary, Timings, Work
 from ..engine.models import ModelPair, load_pair
 from ..serving.examples import Example
 from .costs import Costs, measure_costs
@@ -51,11 +51,21 @@ class Run:
     def wall_s(self) -> float:
         return self.summary.timings.wall_s
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Run":
+        """A run as `to_dict` wrote it: what the map reads of it (tokens, writers, time, calls)."""
+        counts = Counts(d["tokens"], d["tokens"] - d["by_big_model"], d["by_big_model"])
+        calls = {m: {int(n): k for n, k in sizes.items()} for m, sizes in d["call_sizes"].items()}
+        return cls(Summary(text="", policy=d["policy"], stop_reason=d["stop"], prompt_tokens=0, counts=counts,
+                           timings=Timings(d["wall_s"]),
+                           work=Work(call_sizes=calls, extra_rows=d.get("extra_rows", {}))))
+
     def to_dict(self) -> dict:
         c = self.summary.counts
         return {"policy": self.summary.policy, "tokens": c.n_tokens, "by_big_model": c.n_target_tokens,
                 "wall_s": self.wall_s, "stop": self.summary.stop_reason,
-                "call_sizes": {m: {str(n): k for n, k in sizes.items()} for m, sizes in self.summary.work.call_sizes.items()}}
+                "call_sizes": {m: {str(n): k for n, k in sizes.items()} for m, sizes in self.summary.work.call_sizes.items()},
+                "extra_rows": self.summary.work.extra_rows}
 
 
 @dataclass
@@ -78,6 +88,18 @@ class SizeResult:
 
     def speculative_vs_target(self) -> float | None:
         return _speed(self.speculative) / self.target_tok_s if self.speculative and self.target_tok_s else None
+
+    @classmethod
+    def from_dicts(cls, model: BigModel, costs: dict, runs: dict) -> "SizeResult":
+        """A size's result as a where-it-pays file keeps it (`Costs.to_dict`, `runs_dict`)."""
+        result = cls(model, Costs(costs["draft_step_s"], costs["target_step_s"],
+                                  {int(n): s for n, s in costs["target_batch_s"].items()},
+                                  {int(n): s for n, s in costs["draft_batch_s"].items()}, costs["extra_row_s"]))
+        result.alone = [Run.from_dict(r) for r in runs["alone"]]
+        result.speculative = [Run.from_dict(r) for r in runs["speculative"]]
+        result.shared = {float(way.split()[1]): [Run.from_dict(r) for r in rs] for way, rs in runs.items()
+                         if way.startswith("cascade ")}
+        return result
 
     def runs_dict(self) -> dict:
         """Every run's tokens, the big model's part, time and stop, by way of writing."""

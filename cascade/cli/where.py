@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads per model (default: all cores)")
     p.add_argument("--no-speculative", action="store_true",
                    help="skip speculative decoding on the first, real pair (its calls feed the other sizes' predictions)")
+    p.add_argument("--replay", type=Path, default=None, metavar="FILE",
+                   help="run nothing: recompute a results file's predictions and sentence from the runs and costs "
+                        "it recorded, and write them to --json")
     p.add_argument("--json", type=Path, default=Path("where-it-pays.json"), help="results file (default %(default)s)")
     p.add_argument("--html", type=Path, default=Path("where-it-pays.html"), help="the picture (default %(default)s)")
 
@@ -76,7 +79,39 @@ def _real_files(specs: list[str]) -> dict[str, Path]:
     return files
 
 
+def replay(args: argparse.Namespace) -> int:
+    """`--replay FILE`: the file's rows and sentence again, from its own runs and costs, by today's cost model."""
+    from ..bench import where
+
+    try:
+        data = json.loads(args.replay.read_text())
+        stand_in = {r["target"]: r["stand_in"] for r in data["rows"]}
+        results = [where.SizeResult.from_dicts(where.BigModel(size(name), Path(name), stand_in[name]),
+                                               data["costs"][name], runs) for name, runs in data["runs"].items()]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"--replay {args.replay}: not a where-it-pays file with its runs ({e})") from e
+    rows = _rows(results)
+    data.update(rows=[r.to_dict() for r in rows], sentence=where.break_even_sentence(rows) if rows else None)
+    args.json.write_text(json.dumps(data, indent=1) + "\n")
+    _show(rows, args)
+    return 0
+
+
+def _show(rows: list, args: argparse.Namespace) -> None:
+    """The table and the sentence on stdout, the picture to --html."""
+    from ..bench.where import break_even_sentence
+    from ..ui.paysmap import map_figure
+
+    print(table(rows))
+    print()
+    print(break_even_sentence(rows))
+    args.html.write_text(map_figure([r.to_dict() for r in rows]).to_html(include_plotlyjs="cdn"))
+    log(f"[wrote {args.json} and {args.html}]")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        return replay(args)
     from ..bench import where
     from ..bench.standin import StandInError, stand_in
     from ..engine.models import local_model, resolve_model
@@ -124,12 +159,7 @@ def run(args: argparse.Namespace) -> int:
     rows = _rows(results)
     _write(args.json, rows, results, models, chosen, args, started, interrupted or failed)
     if rows:
-        print(table(rows))
-        print()
-        print(where.break_even_sentence(rows))
-        from ..ui.paysmap import map_figure
-        args.html.write_text(map_figure([r.to_dict() for r in rows]).to_html(include_plotlyjs="cdn"))
-        log(f"[wrote {args.json} and {args.html}]")
+        _show(rows, args)
     return 130 if interrupted else 2 if failed else 0
 
 
