@@ -1,5 +1,5 @@
 """Stand-in GGUFs: a file of a real model's shapes and quantization with random weights, built on the spot, that
-costs what the real model costs to run (and says nothing of its quality). Read and written with `struct` here.
+costs what the real model costs to run (and says nothing of its quality). Written with `struct` here; read by `engine.gguf`.
 
 The Q4_K_M recipe is llama.cpp's `llama_tensor_get_type` (src/llama-quant.cpp): Q4_K, the output matrix (a tied
 model's token embedding) Q6_K, attn_v and ffn_down Q6_K on the layers `use_more_bits` picks, counted in the order
@@ -10,7 +10,6 @@ whole blocks fall back (Q4_K to Q5_0, Q6_K to Q8_0, then F16); 1-D tensors stay 
 from __future__ import annotations
 
 import hashlib
-import mmap
 import os
 import shutil
 import struct
@@ -22,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..engine.catalog import Shape, Size, size, split_parts
+from ..engine.gguf import SCALAR, STRING, Header, read_header
 from .local import cache_folder
 
 STANDIN_VERSION = 1  # part of a cached stand-in's name: bump it when what a stand-in holds changes
@@ -30,10 +30,8 @@ CHUNK_BYTES = 64 << 20  # written (and held in memory) at a time
 SLACK_BYTES = 64 << 20  # free space asked for beyond the file itself
 MOSTLY_Q4_K_M = 15  # general.file_type
 UNUSED_TOKEN = 5  # a token type: llama.cpp's converter pads a vocabulary with "[PAD{id}]" entries of this type
-STRING = 8  # a GGUF value type; arrays (9) and the fixed-size scalars below are the others
 # Taken from the tokenizer's file where it has them: the family's context and rope, not the shape's.
 FAMILY_KEYS = ("qwen2.context_length", "qwen2.rope.freq_base", "qwen2.attention.layer_norm_rms_epsilon")
-_SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 Progress = Callable[[int, int], None]  # (bytes written, bytes in all)
 
 
@@ -84,61 +82,24 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Head:
-    """A GGUF's metadata: each key's value type and raw bytes, in order, and its tensors."""
+    """A GGUF's metadata (`gguf.Header.kv`) and its tensors by type name."""
 
     kv: dict[str, tuple[int, bytes]]
     tensors: list[Tensor]
+    header: Header
 
     def value(self, key: str, default=None):
-        """A scalar or string value, or `default` where the key is absent."""
-        if key not in self.kv:
-            return default
-        vtype, raw = self.kv[key]
-        return raw[8:].decode() if vtype == STRING else struct.unpack("<" + _SCALAR[vtype], raw)[0]
-
-
-def _string(m, pos: int) -> tuple[str, int]:
-    n = struct.unpack_from("<Q", m, pos)[0]
-    return bytes(m[pos + 8:pos + 8 + n]).decode(errors="replace"), pos + 8 + n
-
-
-def _skip(m, pos: int, vtype: int) -> int:
-    """The end of a value of type `vtype` that starts at `pos`."""
-    if vtype in _SCALAR:
-        return pos + struct.calcsize(_SCALAR[vtype])
-    if vtype == STRING:
-        return pos + 8 + struct.unpack_from("<Q", m, pos)[0]
-    itype, count = struct.unpack_from("<IQ", m, pos)
-    pos += 12
-    if itype in _SCALAR:
-        return pos + count * struct.calcsize(_SCALAR[itype])
-    for _ in range(count):
-        pos = _skip(m, pos, itype)
-    return pos
+        return self.header.value(key, default)
 
 
 def read_head(path: str | Path) -> Head:
     """A GGUF file's metadata and tensor list, or a StandInError saying the file is not one."""
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            if m[:4] != b"GGUF":
-                raise StandInError(f"not a GGUF file: {path}")
-            n_tensors, n_kv = struct.unpack_from("<QQ", m, 8)
-            pos, kv, tensors = 24, {}, []
-            for _ in range(n_kv):
-                key, pos = _string(m, pos)
-                vtype = struct.unpack_from("<I", m, pos)[0]
-                end = _skip(m, pos + 4, vtype)
-                kv[key], pos = (vtype, bytes(m[pos + 4:end])), end
-            for _ in range(n_tensors):
-                name, pos = _string(m, pos)
-                nd = struct.unpack_from("<I", m, pos)[0]
-                *dims, type_id = struct.unpack_from(f"<{nd}QI", m, pos + 4)
-                tensors.append(Tensor(name, tuple(dims), TYPE_NAMES.get(type_id, f"type {type_id}")))
-                pos += 4 + 8 * nd + 12
-    except (OSError, ValueError, struct.error) as e:
+        header = read_header(path)
+    except (OSError, ValueError) as e:
         raise StandInError(f"cannot read {path} as a GGUF file ({e})") from e
-    return Head(kv, tensors)
+    tensors = [Tensor(name, dims, TYPE_NAMES.get(type_id, f"type {type_id}")) for name, dims, type_id in header.tensors]
+    return Head(header.kv, tensors, header)
 
 
 def _pack_string(text: str) -> bytes:
@@ -146,7 +107,7 @@ def _pack_string(text: str) -> bytes:
 
 
 def _scalar(vtype: int, value) -> tuple[int, bytes]:
-    return vtype, (_pack_string(value) if vtype == STRING else struct.pack("<" + _SCALAR[vtype], value))
+    return vtype, (_pack_string(value) if vtype == STRING else struct.pack("<" + SCALAR[vtype], value))
 
 
 def _pad(n: int) -> int:

@@ -4,12 +4,12 @@ catalog, against what this machine or container can still give (`free_memory`); 
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping
+from typing import Callable, Mapping
 
 from .catalog import Shape
+from .gguf import read_header
 
 SKIP_ENV = "CASCADE_SKIP_MEMORY_CHECK"  # set to 1: load whatever the estimate says
 GB = 1e9  # the Hub's unit
@@ -121,74 +121,18 @@ def skip_requested(env: Mapping[str, str] = os.environ) -> bool:
 
 # ---- the GGUF header ------------------------------------------------------------------------------
 
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_STRING, _ARRAY = 8, 9
-_LONGEST = 1 << 24  # longer than any key or value a header holds (a chat template is some kB)
-
-
-def _unpack(f: BinaryIO, fmt: str):
-    size = struct.calcsize(fmt)
-    data = f.read(size)
-    if len(data) != size:
-        raise ValueError("the GGUF header ends early")
-    return struct.unpack(fmt, data)[0]
-
-
-def _string(f: BinaryIO) -> bytes:
-    n = _unpack(f, "<Q")
-    if n > _LONGEST:
-        raise ValueError("not a GGUF header: a string of implausible length")
-    data = f.read(n)
-    if len(data) != n:
-        raise ValueError("the GGUF header ends early")
-    return data
-
-
-def _value(f: BinaryIO, kind: int):
-    """A scalar or a string; an array is skipped and stands as its length."""
-    if kind == _STRING:
-        return _string(f).decode("utf-8", errors="replace")
-    if kind == _ARRAY:
-        item, n = _unpack(f, "<I"), _unpack(f, "<Q")
-        if item in _SCALARS:
-            f.seek(struct.calcsize(_SCALARS[item]) * n, os.SEEK_CUR)
-        else:
-            for _ in range(n):
-                _value(f, item)
-        return n
-    if kind not in _SCALARS:
-        raise ValueError(f"unknown GGUF value type {kind}")
-    return _unpack(f, _SCALARS[kind])
-
-
 def read_kv_shape(path: Path) -> KvShape | None:
     """A GGUF file's KV shape and vocabulary size from its header (the first part of a split file holds it);
     None where the header is not a GGUF one or lacks the sizes."""
-    wanted = ("block_count", "embedding_length", "attention.head_count", "attention.head_count_kv")
     try:
-        with open(path, "rb") as f:
-            if f.read(4) != b"GGUF" or _unpack(f, "<I") < 2:
-                return None
-            _unpack(f, "<Q")  # tensors
-            found: dict[str, object] = {}
-            arch = None
-            for _ in range(_unpack(f, "<Q")):
-                key = _string(f).decode("utf-8", errors="replace")
-                kind = _unpack(f, "<I")
-                if key == "tokenizer.ggml.tokens" and kind == _ARRAY and arch \
-                        and all(f"{arch}.{k}" in found for k in wanted):
-                    _unpack(f, "<I")
-                    found[key] = _unpack(f, "<Q")  # the vocabulary's size; the rest is the tokenizer's
-                    break
-                found[key] = _value(f, kind)
-                if key == "general.architecture":
-                    arch = found[key]
-    except (OSError, ValueError, struct.error):
+        header = read_header(path)
+    except (OSError, ValueError):
         return None
-    if not arch or not all(f"{arch}.{k}" in found for k in wanted):
+    arch = header.value("general.architecture")
+    sizes = [header.value(f"{arch}.{k}") for k in ("block_count", "attention.head_count_kv", "embedding_length",
+                                                    "attention.head_count")]
+    if not arch or None in sizes:
         return None
-    heads = int(found[f"{arch}.attention.head_count"])
-    head_dim = found.get(f"{arch}.attention.key_length") or int(found[f"{arch}.embedding_length"]) // max(heads, 1)
-    vocab = found.get("tokenizer.ggml.tokens")
-    return KvShape(int(found[f"{arch}.block_count"]), int(found[f"{arch}.attention.head_count_kv"]),
-                   int(head_dim), int(vocab) if vocab else None)
+    layers, kv_heads, width, heads = sizes
+    head_dim = header.value(f"{arch}.attention.key_length") or width // max(heads, 1)
+    return KvShape(int(layers), int(kv_heads), int(head_dim), header.value("tokenizer.ggml.tokens"))
