@@ -45,13 +45,18 @@ class Proposal:
 
 class Generation:
     """`run()` yields the events, then the Summary. `tuner` chooses each round's way, `watchers` observe; `score`
-    adds quality (a `Written` first with `mark_written`); the last `n_given` prompt tokens are the answer prefix."""
+    adds quality (a `Written` first with `mark_written`, and then the target keeps the rows it computes while
+    catching up, so that the scoring reads only what it never read); the last `n_given` prompt tokens are the
+    answer prefix."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
                  score: bool = True, n_given: int = 0, mark_written: bool = False) -> None:
         self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
         self.mark_written = mark_written and score  # a `Written` event before the scoring pass
+        # Someone waits for the score (a page): each caught-up row costs about a quarter of a target step (its
+        # output layer), the writing pays that, and the scoring after it reads only the unread tail.
+        self.keep_rows = self.mark_written
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)
@@ -63,6 +68,7 @@ class Generation:
         self.pending: list[Proposal] = []
         self.span = 0  # tokens the target has written since the rule escalated, while its span goes on (0: none)
         self.target_seen: dict[int, View] = {}  # the target's view of positions it read while writing
+        self.target_tops: dict[int, list[tuple[int, float]]] = {}  # its likeliest tokens where it caught up
         self.text = TextAssembler(config.stop)
         self.stop_reason: StopReason | None = None
         self.recorder = Recorder(pair.draft, pair.target, steered=tuner is not None)
@@ -162,7 +168,10 @@ class Generation:
         """The target reads the pending proposals in one batch, keeps those `verify` accepts, and writes the next."""
         pending, self.pending = self.pending, []
         context = self.prompt + self.out + [p.token for p in pending]
-        rows, _ = self.advance("target", context, len(pending) + 1)
+        caught_up = self.catching_up(context) if self.keep_rows else 0
+        rows, _ = self.advance("target", context, caught_up + len(pending) + 1)
+        self.keep_views(rows[:caught_up], len(self.out) - caught_up)
+        rows = rows[caught_up:]
         target_ppls = [token_perplexity(row, p.token) for p, row in zip(pending, rows)]
         check = Check([p.token for p in pending], [p.q for p in pending], rows, target_ppls)
         kept, token = self.mode.policy.verify(check, self.sampler, self.config)
@@ -192,6 +201,20 @@ class Generation:
                              at.reading if scored else None, draft_top=at.draft_top if scored else None,
                              target_top=self.top(rows[kept]))
         self.follow_span(escalated is not None or in_span, token, rows[kept])
+
+    def catching_up(self, context: list[int]) -> int:
+        """How many written positions before the pending ones the target reads now, catching up (their rows are
+        kept for the score, so that it reads only what the target never read)."""
+        first = max(self.pair.target.held(context) + 1 - len(self.prompt), 0)  # its row is context[first - 1]'s
+        return max(len(self.out) - first, 0)
+
+    def keep_views(self, rows: np.ndarray, first: int) -> None:
+        """The target's view (and tops, if asked) of the written positions from `first` on, from its `rows`."""
+        for position, row in enumerate(rows, first):
+            token = self.out[position]
+            self.target_seen[position] = (token_logprob(row, token), int(np.argmax(row)) == token)
+            if self.config.alternatives:
+                self.target_tops[position] = top_tokens(row, self.config.alternatives)
 
     def follow_span(self, escalating: bool, token: int, row: np.ndarray) -> None:
         """Whether the target writes the next token too (`span_goes_on`, while a budget `affords` it); a span's
@@ -264,4 +287,4 @@ class Generation:
         if self.mark_written:
             yield Written(made())
         yield made(quality=score(self.pair.target, self.prompt, self.out, self.target_seen,
-                                 self.config.alternatives, self.named))
+                                 self.config.alternatives, self.named, self.target_tops))

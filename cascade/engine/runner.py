@@ -72,6 +72,10 @@ class ModelRunner:
         finally:
             self._hidden = None
 
+    def held(self, context: Sequence[int]) -> int:
+        """How many leading tokens of `context` the cache holds already (what `advance` would not read again)."""
+        return _common_prefix(self.tokens, context)
+
     def clear(self) -> None:
         """Empty the cache (not counted as a rollback: nothing of the coming generation is lost)."""
         self._truncate(0)

@@ -19,11 +19,14 @@ View = tuple[float, bool]  # the target's view of a position: (log p of its toke
 
 
 def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
-                alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None) -> dict[int, View]:
-    """The target's view of each output position from `first` on (`alternatives`: likeliest tokens into `tops`)."""
+                alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None,
+                last: int | None = None) -> dict[int, View]:
+    """The target's view of each output position in [`first`, `last`) (`alternatives`: likeliest tokens into
+    `tops`)."""
     out_view: dict[int, View] = {}
-    for start in range(first, len(out), SCORING_CHUNK):
-        end = min(start + SCORING_CHUNK, len(out))
+    last = len(out) if last is None else last
+    for start in range(first, last, SCORING_CHUNK):
+        end = min(start + SCORING_CHUNK, last)
         # Row j of the last (end - start) rows of prompt + out[:end - 1] predicts out[start + j].
         rows = target.advance(list(prompt) + list(out[:end - 1]), end - start)
         for j, row in enumerate(rows):
@@ -32,6 +35,18 @@ def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], 
             if alternatives and tops is not None:
                 tops[start + j] = top_tokens(row, alternatives)
     return out_view
+
+
+def unread(n: int, seen: Iterable[int]) -> list[tuple[int, int]]:
+    """The stretches [start, end) of positions 0..n-1 not in `seen`, in order."""
+    seen, stretches, start = set(seen), [], None
+    for i in range(n + 1):
+        if i < n and i not in seen:
+            start = i if start is None else start
+        elif start is not None:
+            stretches.append((start, i))
+            start = None
+    return stretches
 
 
 def text_quality(view: Iterable[View]) -> tuple[float, float]:
@@ -43,18 +58,19 @@ def text_quality(view: Iterable[View]) -> tuple[float, float]:
 
 def score(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], seen: dict[int, View],
           alternatives: int = 0,
-          named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None) -> Quality | None:
-    """The quality of `out` (None if empty); positions not in `seen` are read now, their tops in `scored_top`."""
+          named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None,
+          kept_tops: dict[int, list[tuple[int, float]]] | None = None) -> Quality | None:
+    """The quality of `out` (None if empty): only the positions not in `seen` are read now; their tops, and
+    `kept_tops` (read while catching up, after their events), go to `scored_top`."""
     if not out:
         return None
     started = time.perf_counter()
     seen = dict(seen)
-    missing = [i for i in range(len(out)) if i not in seen]
-    tops: dict[int, list[tuple[int, float]]] = {}
-    if missing:
-        seen.update(target_view(target, prompt, out, missing[0], alternatives=alternatives, tops=tops))
+    tops: dict[int, list[tuple[int, float]]] = dict(kept_tops or {})
+    for start, end in unread(len(out), seen):
+        seen.update(target_view(target, prompt, out, start, alternatives=alternatives, tops=tops, last=end))
     ppl, agreement = text_quality(seen[i] for i in range(len(out)))
-    scored_top = tuple((i, named(tops[i])) for i in missing if i in tops)
+    scored_top = tuple((i, named(tops[i])) for i in sorted(tops))
     return Quality(ppl, agreement, scoring_s=time.perf_counter() - started, scored_top=scored_top)
 
 
