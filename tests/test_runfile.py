@@ -134,7 +134,7 @@ SUMMARY_KEYS = {
     "text", "policy", "stop_reason", "prompt_tokens", "rule", "device", "answer_prefix", "n_given_tokens",
     "n_tokens", "n_draft_tokens", "n_target_tokens", "n_drafted", "n_escalated", "n_rejected", "n_rolled_back",
     "n_lookup_tokens", "n_lookup_proposed", "modes", "wall_s", "first_token_s", "routing_s", "router_s",
-    "draft", "target", "call_sizes", "extra_rows", "text_ppl_by_target", "target_agreement", "scoring_s",
+    "draft", "target", "call_sizes", "extra_rows", "reading_s", "text_ppl_by_target", "target_agreement", "scoring_s",
     "scored_top", "budget", "budget_threshold", "budget_source", "target_share", "acceptance_rate",
     "tokens_per_s", "writing_tokens_per_s", "overhead_s"}
 

@@ -109,13 +109,24 @@ class Timings:
 
 @dataclass(frozen=True)
 class Work:
-    """What each model did: its totals, its calls by size, and the logits rows asked for beyond one a call."""
+    """What each model did: its totals, its calls by size, the logits rows beyond one a call, its reading time."""
 
     draft: ModelStats = ModelStats()
     target: ModelStats = ModelStats()
     # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
     call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # a check of k tokens asks k + 1 rows
+    # Each model's seconds in calls of more than one token (the prompt, a check, a catch-up), which also write the
+    # token after what they read; a model absent: not recorded (older files, the seed's loop).
+    reading_s: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def split(self, model: str) -> tuple[float, float] | None:
+        """`model`'s seconds as (reading, writing), writing the rest of its total; None if not recorded."""
+        stats = getattr(self, model)
+        if model not in self.reading_s:
+            return None
+        reading = min(max(self.reading_s[model], 0.0), stats.seconds)
+        return reading, stats.seconds - reading
 
     def to_dict(self) -> dict[str, Any]:
         return plain(dataclasses.asdict(self))  # JSON's keys are text: the call sizes as "5": 12

@@ -26,6 +26,7 @@ class Recorder(Observer):
         self.first_token_s: float | None = None
         self.calls: dict[str, Counter[int]] = {"draft": Counter(), "target": Counter()}  # call sizes
         self.extra_rows: Counter[str] = Counter()  # logits rows asked for beyond one a call, by model
+        self.reading_s = {"draft": 0.0, "target": 0.0}  # seconds in calls of more than one token, by model
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -37,6 +38,8 @@ class Recorder(Observer):
     def model_called(self, model: str, n_tokens: int, seconds: float, n_rows: int = 1) -> None:
         self.calls[model][n_tokens] += 1
         self.extra_rows[model] += n_rows - 1
+        if n_tokens > 1:
+            self.reading_s[model] += seconds
 
     def proposed(self, doubtful: bool) -> None:
         self.drafted += 1
@@ -64,4 +67,4 @@ class Recorder(Observer):
         draft, target = self.runners
         return Work(draft=draft.stats - self.start_stats[0], target=target.stats - self.start_stats[1],
                     call_sizes={model: dict(sorted(sizes.items())) for model, sizes in self.calls.items()},
-                    extra_rows=dict(self.extra_rows))
+                    extra_rows=dict(self.extra_rows), reading_s=dict(self.reading_s))
