@@ -325,9 +325,34 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def finished(page, timeout=90_000):
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=timeout)
+# A finished run's fold is shown under its picture (a stopped run's first line gives its speed); with an
+# argument, the first line must differ from it (a new run's).
+FINISHED_JS = """(unlike) => {
+  const first = document.querySelector('.cascade-summary')?.innerText || '';
+  const fold = document.querySelector('.cascade-more');
+  const shown = !!fold && fold.getClientRects().length > 0;
+  return (/tokens\\/s/.test(first) || (shown && !/Writing|score it/.test(first))) && first !== unlike;
+}"""
+
+
+def finished(page, timeout=90_000, unlike: str | None = None):
+    """Once the run shown is finished (`FINISHED_JS`), its first line other than `unlike` if given."""
+    page.wait_for_function(FINISHED_JS, arg=unlike, timeout=timeout)
+
+
+def summary_text(page) -> str:
+    """The summary as a visitor can read it all: its first line, then its fold "More about this run" (opened
+    if it is shown and closed: the page draws a closed fold's text only once opened)."""
+    first = page.inner_text(".cascade-summary")
+    fold, text = page.locator(".cascade-more").first, page.locator(".cascade-more-text").first
+    if not fold.is_visible():
+        return first
+    if not text.is_visible():
+        fold.get_by_text("More about this run").click()
+        text.wait_for(state="visible", timeout=5_000)
+    page.wait_for_function("() => (document.querySelector('.cascade-more-text')?.innerText || '').trim()",
+                           timeout=5_000)
+    return f"{first}\n{text.inner_text()}"
 
 
 def opened_link(browser, url: str, query: str):

@@ -30,7 +30,7 @@ from cascade.ui.controls import BY_THRESHOLD_LABEL, RULE_LABEL, SHARE_LABEL  # n
 from cascade.ui import rulewords  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
-from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve  # noqa: E402
+from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve, summary_text  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -86,12 +86,11 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
     assert not page.get_by_label(BY_THRESHOLD_LABEL).is_checked()
     assert page.locator(".cascade-threshold input[type=number]").count() == 0
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=90_000)
+    finished(page, timeout=90_000)
 
     # Red tokens (the big model's) and plain ones (the small model's), each with a hover text; the summary
     # says the share asked and the threshold it meant.
-    summary = page.inner_text(".cascade-summary")
+    summary = summary_text(page)  # its first line, and the fold under it
     by_target, n_tokens = map(int, re.search(r"(\d+) of (\d+) tokens", summary).groups())
     assert 0 < by_target < n_tokens
     assert f"you asked for {RUN_SHARE}%" in summary and f"For this answer, {RUN_SHARE}% meant a threshold of" in summary
@@ -114,7 +113,7 @@ def test_a_visitor_generates_sees_red_tokens_a_chart_and_a_what_if(browser, page
         page.inner_text(".whatif-banner")
     at_share = page.evaluate(COUNT, ".cascade-text .tok.red")
     assert at_share > red  # a larger share: more would go to the big model
-    assert page.inner_text(".cascade-summary") == summary  # nothing was regenerated
+    assert summary_text(page) == summary  # nothing was regenerated
     page.wait_for_function(f"() => (({CHART_TRACES})() || []).some(t => t.name.startsWith('what-if'))", timeout=15_000)
     assert sorted(t["n"] for t in chart(page) if t["meta"] == "threshold") == [n_tokens, n_tokens]
 
@@ -198,9 +197,8 @@ def test_more_settings_start_at_the_configs_defaults_and_reach_the_request(brows
     page.get_by_label("Raw: the model continues the text").check()
     write_at_most(page, 5)
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=60_000)
-    summary = page.inner_text(".cascade-summary")
+    finished(page, timeout=60_000)
+    summary = summary_text(page)
     assert re.search(r"\b5 tokens\b", summary) and "the most tokens allowed" in summary, summary
     page.close()
 
@@ -253,8 +251,7 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
 
     # Generate, then "Copy link": the URL carries the same settings, and opening it fills the page again.
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=60_000)
+    finished(page, timeout=60_000)
     text = page.locator(".cascade-text").inner_text()
     page.get_by_role("button", name="Copy link").click()
     box = page.locator(".cascade-link textarea, .cascade-link input")
@@ -268,8 +265,7 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
 
     again = browser.new_page(viewport={"width": 1400, "height": 1000})
     again.goto(link + "&run=1")  # and start it at once: the same request writes the same text
-    again.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                            timeout=60_000)
+    finished(again, timeout=60_000)
     assert again.locator(".cascade-text").inner_text() == text
     assert shown_settings(again) == shown_settings(page)
     again.screenshot(path=str(ARTIFACTS / "page-from-link.png"), full_page=True)
@@ -387,7 +383,7 @@ def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     page.goto(f"{routed_url}?{urlencode({**SHORT_RUN, 'rule': 'learned', 'threshold': '0.9'})}")
     finished(page)
-    assert "learned rule" not in page.inner_text(".cascade-summary")  # the link's rule was offered and used
+    assert "learned rule" not in summary_text(page)  # the link's rule was offered and used
     assert float(page.get_by_label("number input for Threshold (learned, probability)").input_value()) == 0.9
     assert "toy-small.gguf → toy-related.gguf" in page.inner_text("body")  # which pair the router learned on
     assert len(rule_options(page)) == 4
@@ -396,7 +392,7 @@ def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves
     assert [t["name"] for t in traces if t["meta"] == "curve"][-1] == "the learned router"
     assert sum(t["meta"] == "curve" for t in traces) == 4 and sum(t["meta"] == "run" for t in traces) == 1
     assert [t["name"] for t in traces if t["meta"] == "break_even"] == ["sharing pays left of here on this machine"]
-    assert "break-even for this machine" in page.inner_text(".cascade-summary")
+    assert "break-even for this machine" in summary_text(page)
     page.locator(".cascade-rules").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "page-rules.png"), full_page=True)
     page.close()
@@ -408,9 +404,8 @@ def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_
     page.goto(page_url)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /coding problems/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=90_000)
-    summary = page.inner_text(".cascade-summary")
+    finished(page)
+    summary = summary_text(page)
     assert "No pass rate was measured for this pair (toy-small" in summary and "humaneval" in summary
     assert not re.search(r"alone solved \d+%", summary)
     page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
@@ -527,8 +522,7 @@ def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_con
     followup.fill(FOLLOW_UP)
     followup.press("Enter")
     page.locator(".cascade-conversation .cascade-earlier").wait_for(timeout=60_000)
-    page.wait_for_function("(s) => { const t = document.querySelector('.cascade-summary')?.innerText || '';"
-                           " return /tokens\\/s/.test(t) && t !== s; }", arg=first_summary, timeout=90_000)
+    finished(page, unlike=first_summary)
     earlier = page.locator(".cascade-earlier")
     assert earlier.count() == 1
     assert earlier.locator(".cascade-earlier-text").inner_text() == first_text
@@ -613,7 +607,7 @@ def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(
                        "prompt=The+cat+sat&mode=chat&rule=margin&threshold=0.1&max_tokens=1024&run=1")
     page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
     page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
-    assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in page.inner_text(".cascade-summary")
+    assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in summary_text(page)
     # The answer filled the context: a follow-up to it is refused, naming the limit, and nothing is cut.
     page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
     page.get_by_role("button", name="Ask a follow-up").click()
@@ -696,16 +690,14 @@ def test_twenty_branches_keep_the_page_responsive(browser, page_url):
         else:
             page.wait_for_function("(n) => document.querySelectorAll('.cascade-branches label').length === n", arg=n,
                                    timeout=60_000)
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=60_000)
+    finished(page, timeout=60_000)
     assert labels.count() == 20
     # Showing an early branch answers as quickly as the first did: a page update, no generation.
     started = time.perf_counter()
     labels.nth(2).click()  # branch 3
     page.wait_for_function("() => document.querySelector('.cascade-branches input:checked')?.closest('label')"
                            "?.innerText.startsWith('3 · ')", timeout=10_000)
-    page.wait_for_function("() => /tokens\\/s/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=10_000)
+    finished(page, timeout=10_000)
     switched = time.perf_counter() - started
     assert switched < 3.0, f"showing a branch among 20 took {switched:.1f} s"
     print(f"\nshowing branch 3 of 20 (24 tokens each): {switched:.2f} s")

@@ -39,7 +39,7 @@ from cascade.ui.generate import (GENERATE_INPUTS, STARTED, compare_updates, gene
                                   stop)
 from cascade.ui.layout import build_demo  # noqa: E402
 from cascade.ui.link import make_apply_link, page_defaults, read_link  # noqa: E402
-from cascade.ui.run import KEEP, Run, Update, run_update  # noqa: E402
+from cascade.ui.run import KEEP, Run, Update, more_markdown, run_update  # noqa: E402
 from cascade.ui.runfile import offer_download, read_run  # noqa: E402
 from cascade.ui.whatif import rule_changed, whatif  # noqa: E402
 from cascade.serving.messages import hide_paths, public_message  # noqa: E402
@@ -95,7 +95,7 @@ def test_generate_streams_and_ends_with_the_engines_own_text(page, toy_engine):
     _, expected = through_engine(toy_engine, inputs)
     assert text == expected.text
     counts = expected.counts
-    assert f"{counts.n_target_tokens} of {counts.n_tokens} tokens" in summary and "tokens/s" in summary
+    assert f"{counts.n_target_tokens} of {counts.n_tokens} tokens" in summary and "This took" in summary
     assert html.count('class="tok red target"') > 0 and plot["type"] == "plotly"
 
 
@@ -166,7 +166,7 @@ def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
     # alone can come out as fast as sharing (0), and then sharing never pays.
     assert says_where_sharing_pays(last.rules_text, break_even), (break_even, last.rules_text)
     # The summary as it was, but the big model alone's time now measured, not estimated.
-    assert sentences.break_even_sentence(last.run.summary, break_even) in last.summary
+    assert sentences.break_even_sentence(last.run.summary, break_even) in more_markdown(last.run)
     assert first_line(last).startswith(first_line(summary).split(" This took")[0])
     assert "(measured just now)" in last.summary.split("  \n")[0] and "estimated" not in last.summary
 
@@ -335,12 +335,13 @@ def test_the_answer_is_marked_finished_before_the_big_model_scores_it(toy_engine
     assert "Writing" not in finished.summary and "This took" in finished.summary
     assert finished.summary.endswith(f"*{sentences.SCORING_STEP}*")
     assert "tokens/s" not in finished.summary and finished.run.summary.quality is None
-    # Then the scores, with the scoring's own time, and the speed saying what it counts.
-    summary = final.run.summary
+    # Then the scores, with the scoring's own time, and the speed saying what it counts: in the fold under the
+    # first line, which is all the summary says.
+    summary, more = final.run.summary, more_markdown(final.run)
     assert summary.quality is not None and summary.quality.scoring_s > 0
-    assert sentences.SCORING_STEP not in final.summary
-    assert sentences.scoring_sentence(summary) in final.summary
-    assert sentences.speed_sentence(summary) in final.summary and sentences.timing_sentence(summary) in final.summary
+    assert sentences.SCORING_STEP not in final.summary and final.summary == first_line(final)
+    assert sentences.scoring_sentence(summary) in more
+    assert sentences.speed_sentence(summary) in more and sentences.timing_sentence(summary) in more
 
 
 def test_the_summary_begins_with_who_wrote_how_much_and_the_big_model_alones_estimated_time(toy_engine):
@@ -401,7 +402,7 @@ def test_the_generate_endpoint_takes_the_rule_and_judges_the_threshold_in_its_un
     html, plot, summary, text = client.predict(*inputs, api_name="/generate")
     _, expected = through_engine(toy_engine, inputs)
     assert expected.rule == "entropy" and text == expected.text
-    assert "entropy rule" in summary
+    assert "entropy rule" in more_markdown(Run(PROMPT, GenerationConfig(), summary=expected, running=False))
     figure = json.loads(plot["plot"])
     assert "entropy" in figure["layout"]["yaxis"]["title"]["text"] and figure["layout"]["yaxis"]["type"] == "linear"
     assert 'data-rule="entropy"' in html
@@ -422,7 +423,7 @@ def test_the_learned_rule_needs_a_router_and_runs_with_one(toy_engine):
     routed = Engine(toy_engine.pair, router=toy_router())
     *_, (html, _, summary, text, run, _) = make_generate(lambda progress: routed)(*page_inputs(rule="learned",
                                                                                           threshold=0.5))
-    assert run.summary.rule == "learned" and "learned router" in summary
+    assert run.summary.rule == "learned" and "learned router" in more_markdown(run)
     scores = [s.score("learned") for s in Routing(run.events).slots]
     assert all(0 < x < 1 for x in scores if x is not None) and any(x is not None for x in scores)
 
@@ -527,8 +528,10 @@ def test_the_share_reaches_the_request_and_the_summary_names_the_threshold_it_me
     share = f"{100 * expected.counts.n_target_tokens / expected.counts.n_tokens:.0f}%"
     assert f"{expected.counts.n_target_tokens} of {expected.counts.n_tokens}" in first_line(summary)
     assert share in first_line(summary) and "30%" in first_line(summary)
-    assert sentences.budget_sentence(expected) in summary
-    assert f"(its starting point: {expected.budget.source})" in summary  # what it started from, in the details
+    # The threshold it meant and what it started from, in the fold under the first line.
+    *_, (_, _, _, _, run, _) = make_generate(lambda progress: toy_engine)(*inputs)
+    assert run.summary.text == expected.text and sentences.budget_sentence(run.summary) in more_markdown(run)
+    assert f"(its starting point: {expected.budget.source})" in more_markdown(run)
     # A threshold decides alone ("Set a threshold instead"): no share asked, none said.
     _, _, summary, _ = client.predict(*page_inputs(rule="margin", threshold=0.1), api_name="/generate")
     assert "30%" not in summary and "meant a threshold" not in summary

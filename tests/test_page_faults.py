@@ -27,7 +27,8 @@ import pytest
 from gradio_client import Client
 
 from cascade import Engine, ModelConfig, load_pair
-from cascade.ui.generate import GENERATE_INPUTS
+from cascade.ui.generate import GENERATE_INPUTS, make_generate
+from cascade.ui.run import more_markdown
 from cascade.serving.service import EngineService
 
 from .helpers import ROOT, TOY_THREADS, WrappedEngine, engine_for, engine_text, free_port, page_inputs, serve
@@ -240,7 +241,10 @@ def test_a_prompt_that_nearly_fills_the_context_writes_what_fits_and_says_so(fau
     inputs = with_(prompt=prompt_of_length(small_context, N_CTX - 2))  # room for two tokens
     kind, (html, plot, summary, text) = call(faults_page, inputs)
     assert kind == "complete" and text == engine_text(small_context, inputs)
-    assert "the context was full" in summary and " of 2 tokens" in summary, summary
+    assert " of 2 tokens" in summary, summary
+    # Why it stopped is said in the fold under the summary's first line ("More about this run").
+    *_, (_, _, _, _, run, _) = make_generate(lambda progress: small_context)(*inputs)
+    assert run.summary.stop_reason == "context_full" and "the context was full" in more_markdown(run)
 
 
 # ---- faults of the models and of a generation -----------------------------------------------------

@@ -18,8 +18,9 @@ HOW_TO_READ = """\
 - **How much the big model writes** is the main setting: a share of the tokens (10% to start). The small
   model hands the big model the tokens it is least sure of, about that share of them: the threshold moves
   as the answer is written to keep the share, starting from a calibration the project ships for the small
-  model where it has one. The summary says which threshold the share meant for that answer. A larger share
-  is slower and closer to the big model's text. Tick "Set a threshold instead" to fix the threshold yourself.
+  model where it has one. "More about this run" says which threshold the share meant for that answer. A
+  larger share is slower and closer to the big model's text. Tick "Set a threshold instead" to fix the
+  threshold yourself.
 - **The threshold** is the dashed line (a step line when a share moved it). Where the small model's
   perplexity is above it, the token goes to the big model. A low threshold asks the big model more often
   (slower, closer to the big model's text); a high one leaves more to the small model.
@@ -44,13 +45,21 @@ HOW_TO_READ = """\
   had occurred before, in the prompt or the answer, what followed them there was copied as a proposal,
   and the big model checked it as it checks the small model's drafts. Copying pays where an answer
   repeats its prompt: rewriting a text, correcting code, extracting fields.
+- **The summary** is one sentence over the answer: how many tokens the big model wrote, how long the answer
+  took, and how long the big model alone takes. Under it, "Where the time went": a bar of this run's seconds
+  by who spent them (the small model in blue; the big model reading, in light red, and writing, in red;
+  choosing who writes, in grey; the big model's scoring after the answer, lightest, not part of its time),
+  and beside it the big model alone's bar. Reading is the big model taking several tokens in one go: the
+  prompt, and the small model's tokens it checks or catches up on (each such read also writes the token
+  after them); writing is one token at a time. Hover a part to see its seconds. Everything else the page
+  measured is in "More about this run", closed under the picture.
 - **Time and speed** are measured on the machine running this page, for this run; nothing here promises
   one. An answer's time runs from the start of its generation to its last token, reading the prompt
-  included, and every speed (tokens/s) counts that same time. Under the summary's first line: when the
-  first token came, and how much of the time each model spent writing. Until you compare, the big model
-  alone's time is an estimate from the speeds measured on this machine when the models loaded; "Compare
-  with the big model alone" runs the big model by itself on the same prompt and settings, measures it, and
-  shows both speeds and where the two texts differ.
+  included, and every speed (tokens/s) counts that same time. "More about this run" says when the first
+  token came, and how much of the time each model worked. Until you compare, the big model alone's time is
+  an estimate from the speeds measured on this machine when the models loaded (its bar is hatched);
+  "Compare with the big model alone" runs the big model by itself on the same prompt and settings, measures
+  it, redraws its bar from the measurement, and shows both speeds and where the two texts differ.
 - **Scoring:** once an answer is finished, the big model reads it once more, as a step of its own with its
   own time (not counted in the answer's time or speed), to say how close the text is to what it would
   have written: the share of tokens at which it would have chosen the same token itself, and its
@@ -67,7 +76,7 @@ HOW_TO_READ = """\
   points were measured, open ones predicted from the models' measured costs; a diamond is a stand-in, a
   file of the real model's shape with random weights, whose speed is real and whose text is not. The star
   is this page's pair, predicted from the costs measured here when its models loaded.
-- **Does sharing keep the answers right?** Under each run's speed, one sentence gives pass rates measured on
+- **Does sharing keep the answers right?** In "More about this run", one sentence gives pass rates measured on
   coding problems (the share of problems whose answer passed its tests): the big model alone, the small one,
   and the measured way of sharing nearest your settings, with its speed. They come from the files the project
   ships (written by `python -m cascade tasks`), name the models measured and the date; for another pair of

@@ -3,7 +3,7 @@ each event once, to the handler of its module)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import gradio as gr
@@ -19,7 +19,7 @@ from .guide import HOW_TO_READ, INTRO
 from .hover import HOVER_JS
 from .link import copy_link_js, make_apply_link, make_autorun
 from .run import (BRANCH_OUTPUTS, CLEARED_OUTPUTS, COMPARE_OUTPUTS, DOWNLOAD_OUTPUTS, GENERATE_OUTPUTS,
-                  STOP_OUTPUTS, WHATIF_OUTPUTS, Update)
+                  STOP_OUTPUTS, VERDICT_OUTPUTS, WHATIF_OUTPUTS, verdict)
 from .runfile import offer_download
 from .whatif import make_rule_changed, whatif
 
@@ -167,12 +167,18 @@ def settings_column(page: Page, router: Any, big_model: bigmodel.BigModels | Non
 
 
 def answer_column(page: Page) -> None:
-    """The answer: summary, earlier turns, text and chart, follow-up, branches, comparison, curves, numbers."""
+    """The answer: summary, where its time went, more about it, earlier turns, text and chart, follow-up, branches,
+    comparison, curves, numbers."""
     out = page.out
     out["summary"] = gr.Markdown(label="Summary",
                                  value="Press **Generate** to start. The first run loads the models, which can "
                                        "take a while (a download, the first time).",
                                  elem_classes="cascade-summary")
+    # Where the run's time went, then the rest of the summary in a fold: drawn after the run (`verdict`).
+    out["timebars"] = gr.Plot(label="Where the time went", show_label=False, visible=False,
+                              elem_classes="cascade-timebars")
+    with gr.Accordion("More about this run", open=False, visible=False, elem_classes="cascade-more") as out["more_box"]:
+        out["more"] = gr.Markdown("", elem_classes="cascade-more-text")
     # Drawn when the conversation changes, not with every picture of the answer.
     page.parts["earlier"] = gr.HTML("", visible=False, elem_classes="cascade-earlier-box",
                                     js_on_load=HOVER_JS + conversation.SHOW_TURN_JS)
@@ -275,8 +281,8 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
 def clear_previous() -> tuple:
     """What belonged to the run shown before a new one, cleared (CLEARED_OUTPUTS, then the file)."""
-    cleared = Update(compare_html="", numbers=None, rules_box=gr.update(visible=False), rules_text="",
-                     rules_chart=None)
+    cleared = replace(verdict(None), compare_html="", numbers=None, rules_box=gr.update(visible=False),
+                      rules_text="", rules_chart=None)
     return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
 
 
@@ -305,8 +311,10 @@ def without_heading(markdown: str) -> str:
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a run, a comparison or a Stop: the run's file offered, the run recorded, the follow-up box shown."""
+    """After a run, a comparison or a Stop: its picture and fold drawn, its file offered, the run recorded, the
+    follow-up box shown."""
     parts = page.parts
+    draw_verdict(page, event)
     event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
     if "pays_chart" in parts:
         event.then(placed_on_map, inputs=[page.out["run"]], outputs=[parts["pays_chart"]], **QUICK)
@@ -314,6 +322,12 @@ def after_run(page: Page, event: Any) -> Any:
                outputs=[parts["branches"], page.out["branches"], parts["current"], parts["fork"],
                         parts["followup_row"]], **QUICK)
     return event
+
+
+def draw_verdict(page: Page, event: Any) -> None:
+    """After `event`, the run's picture of where its time went and its fold (`verdict`), or both hidden."""
+    event.then(lambda run: verdict(run).values(VERDICT_OUTPUTS), inputs=[page.out["run"]],
+               outputs=page.outputs(VERDICT_OUTPUTS), **QUICK)
 
 
 def placed_on_map(run: Any) -> Any:
@@ -328,7 +342,8 @@ def recorded(run: Any, branches: Any, fork: Any) -> tuple:
 
 
 def offer_followup(page: Page, event: Any) -> None:
-    """After `event`, the follow-up box shown under a finished chat answer, hidden otherwise."""
+    """After `event` (a branch shown), its picture and fold, and the follow-up box under a finished chat answer."""
+    draw_verdict(page, event)
     event.then(followup_box, inputs=[page.out["run"]], outputs=[page.parts["followup_row"]], **QUICK)
 
 

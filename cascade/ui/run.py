@@ -16,7 +16,7 @@ from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.events import Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE
 from ..routing.budget import calibration_for
-from . import chart, conversation, quality, sentences, tokens
+from . import chart, conversation, quality, sentences, timebars, tokens
 from .conversation import Turn
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,9 @@ class Update:
     rules_box: Any = KEEP  # the accordion "Which rule decides best?"
     rules_text: Any = KEEP
     rules_chart: Any = KEEP
+    timebars: Any = KEEP  # where the time went (`timebars`), drawn after the run
+    more_box: Any = KEEP  # the fold "More about this run"
+    more: Any = KEEP  # its text (`more_markdown`)
 
     def values(self, names: Sequence[str]) -> tuple:
         """The named outputs in order: what a Gradio handler returns for `outputs=[...]` in that order."""
@@ -112,8 +115,10 @@ COMPARE_OUTPUTS = ("compare_html", "numbers", "rules_text", "rules_chart", "summ
 WHATIF_OUTPUTS = ("text_html", "chart")
 STOP_OUTPUTS = ("run", "summary")
 BRANCH_OUTPUTS = GENERATE_OUTPUTS + ("compare_html", "numbers")
+# drawn by a step of their own after a run, a comparison, a Stop or a branch shown (`verdict`)
+VERDICT_OUTPUTS = ("timebars", "more_box", "more")
 # cleared by a step of its own before a generation, so that the /generate endpoint's outputs stay as they are
-CLEARED_OUTPUTS = ("compare_html", "numbers", "rules_box", "rules_text", "rules_chart")
+CLEARED_OUTPUTS = ("compare_html", "numbers", "rules_box", "rules_text", "rules_chart") + VERDICT_OUTPUTS
 # the run's file is written in a step of its own, outside the generation's time
 DOWNLOAD_OUTPUTS = ("download",)
 
@@ -134,18 +139,10 @@ def run_update(run: Run) -> Update:
 
 
 def summary_markdown(run: Run) -> str:
-    """The summary under the answer: the first line, then the details (while scoring: a step of its own)."""
+    """The summary under the answer: its first line (while scoring, then a step of its own); the rest is `more`'s."""
     if run.summary is not None:
         first = f"**{first_line(run)}**"
-        if run.scoring:
-            return "  \n".join(line for line in (first, sentences.budget_sentence(run.summary),
-                                                 sentences.timing_sentence(run.summary),
-                                                 f"*{sentences.SCORING_STEP}*") if line)
-        after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
-        measured = measured_quality(run)
-        lines = [first, *sentences.summary_lines(run.summary),
-                 f"<span class=\"cascade-quality\">{measured}</span>" if measured else None, after]
-        return "  \n".join(line for line in lines if line)
+        return f"{first}  \n*{sentences.SCORING_STEP}*" if run.scoring else first
     if not run.running:
         return f"**{sentences.stopped_sentence(run.events)}**"
     accepted = [e for e in run.events if e.accepted]
@@ -153,6 +150,27 @@ def summary_markdown(run: Run) -> str:
     copied = sum(e.source == "lookup" for e in accepted)
     return (f"Writing… {len(accepted)} tokens so far, {by_target} by the big model (red)"
             + (f", {copied} copied from the text." if copied else "."))
+
+
+def more_markdown(run: Run) -> str:
+    """What the fold under the picture says of a finished run: the details, the pass rates, the break-even."""
+    if run.summary is None:
+        return ""
+    after = sentences.break_even_sentence(run.summary, run.break_even) if run.comparison else None
+    measured = measured_quality(run)
+    lines = [*sentences.summary_lines(run.summary),
+             f"<span class=\"cascade-quality\">{measured}</span>" if measured else None, after]
+    return "\n\n".join(line for line in lines if line)
+
+
+def verdict(run: Run | None) -> Update:
+    """The picture of where the time went and the fold's text, once a run has a Summary (hidden otherwise)."""
+    summary = run.summary if isinstance(run, Run) else None
+    if summary is None:
+        return Update(timebars=gr.update(value=None, visible=False), more_box=gr.update(visible=False), more="")
+    picture = timebars.figure(summary, run.comparison, run.alone_estimate_s)
+    return Update(timebars=gr.update(value=picture, visible=True), more_box=gr.update(visible=True),
+                  more=more_markdown(run))
 
 
 def first_line(run: Run) -> str:
