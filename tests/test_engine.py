@@ -287,6 +287,24 @@ def test_the_big_model_alone_is_estimated_from_the_costs_measured_at_loading(toy
     engine = Engine(engine_for(toy.small, toy.related).pair)
     assert engine.estimate_target_alone_s(20, 30) is None  # nothing measured yet
     engine.calibrate()
-    t1, b = engine.tuner.target_step.value, engine.tuner.target_extra.value
-    assert engine.estimate_target_alone_s(20, 30) == pytest.approx(t1 + 19 * b + 29 * t1)
+    t1, read = engine.tuner.target_step.value, engine.tuner.target_read.value  # the prompt: a long read
+    assert read is not None and engine.estimate_target_alone_s(20, 30) == pytest.approx(t1 + 19 * read + 29 * t1)
     assert engine.estimate_target_alone_s(20, 60) > engine.estimate_target_alone_s(20, 30)
+    # Every run teaches the costs, steered or not: the estimate follows the machine's speed.
+    engine.tuner.target_step.value = 1.0
+    run(engine, PROMPTS[0], policy="target", max_tokens=8)
+    assert engine.tuner.target_step.value < 1.0
+
+
+def test_a_long_read_is_priced_apart_from_a_check():
+    """A prompt's (or a catch-up's) read with one row costs less a token than a check asking every row."""
+    from cascade.engine.auto import AutoTuner
+
+    tuner = AutoTuner()
+    tuner.model_called("target", 1, 0.040)
+    tuner.model_called("target", 5, 0.040 + 4 * 0.030, n_rows=5)  # a check: every row
+    assert tuner.target_read.value is None and tuner.target_extra.value == pytest.approx(0.030)
+    tuner.model_called("target", 41, 0.040 + 40 * 0.015)  # a prompt: one row
+    assert tuner.target_read.value == pytest.approx(0.015)
+    tuner.model_called("target", 4, 0.040 + 3 * 0.015)  # too short to be a long read
+    assert tuner.target_read.value == pytest.approx(0.015)

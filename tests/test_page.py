@@ -149,12 +149,12 @@ def test_the_rules_curves_with_a_router_and_the_machines_break_even(toy_engine):
     # An engine of its own over the same models: a toy router, and auto's costs measured as at loading.
     engine = Engine(toy_engine.pair, router=toy_router())
     engine.calibrate()
-    break_even = engine.break_even_share(32)
-    assert break_even is not None
+    assert engine.break_even_share(32) is not None
     *_, (_, _, summary, _, run, _) = make_generate(lambda progress: engine)(*page_inputs())
     *_, last = compare_updates(lambda progress: engine, run, progress=lambda *a, **k: None)
+    break_even = last.run.break_even  # at the costs measured last (every run teaches them)
     assert set(last.numbers["rules"]) == set(RULE_TABLE) and last.numbers["break_even_share"] == break_even
-    assert last.run.comparison_tokens and last.run.break_even == break_even
+    assert last.run.comparison_tokens and break_even is not None
     assert len(last.run.comparison_tokens) == last.run.comparison.counts.n_tokens
     traces = last.rules_chart.data
     assert [t.meta for t in traces].count("curve") == 4 and "the learned router" in {t.name for t in traces}

@@ -18,6 +18,7 @@ from .policies import POLICY_TABLE, Mode
 KS = (1, 2, 3, 4, 6, 8)
 # A target call over more tokens than this reads a prompt, not a check, and does not feed the estimate of `b`.
 MAX_VERIFY_BATCH = 64
+LONG_READ = 8  # a call reading at least this many tokens with one row is a long read (`target_read`)
 
 
 class Ewma:
@@ -40,6 +41,7 @@ class AutoTuner(Observer):
         self.draft_step = Ewma()
         self.target_step = Ewma()
         self.target_extra = Ewma()  # seconds per additional token in a target batch
+        self.target_read = Ewma()  # the same in a long read with one row (a prompt, a catch-up): cheaper a token
         self.draft_extra = Ewma()  # the same for the draft: what catching it up costs
         self.escalation = Ewma(0.05)
         self.alpha = Ewma(0.05)
@@ -55,6 +57,8 @@ class AutoTuner(Observer):
             step.add(seconds)
         elif n_tokens > 1 and step.value is not None and (model == "draft" or n_tokens <= MAX_VERIFY_BATCH):
             extra.add(max(0.0, seconds - step.value) / (n_tokens - 1))
+        if model == "target" and n_tokens >= LONG_READ and n_rows == 1 and step.value is not None:
+            self.target_read.add(max(0.0, seconds - step.value) / (n_tokens - 1))
 
     def proposed(self, doubtful: bool) -> None:
         self.escalation.add(float(doubtful))
@@ -133,3 +137,14 @@ class AutoTuner(Observer):
                 self.probe_every = self.first_probe_after
         self.current = Mode(POLICY_TABLE[name], k)
         return self.current
+
+
+class CostWatcher(Observer):
+    """Teaches a tuner the models' costs from a run it does not steer: the machine's speed drifts, and the
+    big model alone's estimate reads the latest."""
+
+    def __init__(self, tuner: AutoTuner) -> None:
+        self.tuner = tuner
+
+    def model_called(self, model: str, n_tokens: int, seconds: float, n_rows: int = 1) -> None:
+        self.tuner.model_called(model, n_tokens, seconds, n_rows)

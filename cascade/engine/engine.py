@@ -6,7 +6,7 @@ from typing import Iterator, Sequence
 
 from ..routing.curves import Position
 from ..routing.router import Router
-from .auto import AutoTuner
+from .auto import AutoTuner, CostWatcher
 from .config import GenerationConfig
 from .costmodel import target_alone_s
 from .events import Event
@@ -70,9 +70,10 @@ class Engine:
             # A fresh cache each request: reused, batched numerics could change the same request's text.
             self.pair.draft.clear()
             self.pair.target.clear()
-            yield from Generation(self.pair, request.tokens, config, self.tuner if policy.steered else None,
-                                  router=self.router, score=score, n_given=request.n_given,
-                                  mark_written=mark_written).run()
+            steered = self.tuner if policy.steered else None
+            yield from Generation(self.pair, request.tokens, config, steered,
+                                  watchers=[] if steered else [CostWatcher(self.tuner)], router=self.router,
+                                  score=score, n_given=request.n_given, mark_written=mark_written).run()
 
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
                       answer_prefix: str = "", hidden: bool = False,
@@ -93,9 +94,11 @@ class Engine:
         return self.tuner.cascade_speed(share, horizon)
 
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
-        """Seconds the target alone would take for this request, from measured costs; None before any."""
-        t1, b = self.tuner.target_step.value, self.tuner.target_extra.value
-        return None if t1 is None or b is None else target_alone_s(t1, b, prompt_tokens, n_tokens)
+        """Seconds the target alone would take for this request: its prompt read as a long read, then a step a
+        token, at the costs measured last (at loading, then by every run); None before any."""
+        t1, read = self.tuner.target_step.value, self.tuner.target_read.value
+        read = self.tuner.target_extra.value if read is None else read
+        return None if t1 is None or read is None else target_alone_s(t1, read, prompt_tokens, n_tokens)
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
         """Teach `auto` this pair's costs at loading: a short run of the target alone and one of speculative

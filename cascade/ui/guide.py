@@ -57,14 +57,16 @@ HOW_TO_READ = """\
   one. An answer's time runs from the start of its generation to its last token, reading the prompt
   included, and every speed (tokens/s) counts that same time. "More about this run" says when the first
   token came, and how much of the time each model worked. Until you compare, the big model alone's time is
-  an estimate from the speeds measured on this machine when the models loaded (its bar is hatched);
+  an estimate from the speeds measured on this machine, at loading and by every run since (its bar is
+  hatched): the prompt read in one batch, then one big-model step a token;
   "Compare with the big model alone" runs the big model by itself on the same prompt and settings, measures
   it, redraws its bar from the measurement, and shows both speeds and where the two texts differ.
-- **Scoring:** once an answer is finished, the big model reads it once more, as a step of its own with its
-  own time (not counted in the answer's time or speed), to say how close the text is to what it would
-  have written: the share of tokens at which it would have chosen the same token itself, and its
-  perplexity of the text (how surprised it was by the text on average: 1 means it expected every token).
-  This reading also gives its likeliest tokens where it had not read a position while writing.
+- **Scoring:** the big model says how close the text is to what it would have written: the share of
+  tokens at which it would have chosen the same token itself, and its perplexity of the text (how
+  surprised it was by the text on average: 1 means it expected every token). It keeps its view of every
+  token it reads while writing (catching up on the small model's tokens included), so once the answer is
+  finished it reads only the last few tokens it never read, as a step of its own with its own time (not
+  counted in the answer's time or speed). That view also gives its likeliest tokens at every position.
 - **Which rule decides best?** After a comparison, the small model reads the big model's own text once,
   and for every rule the page sweeps its threshold: how many tokens the big model would have to write
   (across) for how much of the text to be the big model's own (up). Up and to the left is better. The star
