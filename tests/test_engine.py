@@ -287,13 +287,13 @@ def test_the_big_model_alone_is_estimated_from_the_costs_measured_at_loading(toy
     engine = Engine(engine_for(toy.small, toy.related).pair)
     assert engine.estimate_target_alone_s(20, 30) is None  # nothing measured yet
     engine.calibrate()
-    t1, read = engine.tuner.target_step.value, engine.tuner.target_read.value  # the prompt: a long read
-    assert read is not None and engine.estimate_target_alone_s(20, 30) == pytest.approx(t1 + 19 * read + 29 * t1)
+    t1, read = engine.tuner.alone_costs()  # the prompt priced as a long read
+    assert engine.estimate_target_alone_s(20, 30) == pytest.approx(t1 + 19 * read + 29 * t1)
     assert engine.estimate_target_alone_s(20, 60) > engine.estimate_target_alone_s(20, 30)
     # Every run teaches the costs, steered or not: the estimate follows the machine's speed.
-    engine.tuner.target_step.value = 1.0
+    steps = len(engine.tuner.recent_steps)
     run(engine, PROMPTS[0], policy="target", max_tokens=8)
-    assert engine.tuner.target_step.value < 1.0
+    assert len(engine.tuner.recent_steps) == min(steps + 7, 64)  # its prompt's call read the first token
 
 
 def test_a_long_read_is_priced_apart_from_a_check():
@@ -301,10 +301,13 @@ def test_a_long_read_is_priced_apart_from_a_check():
     from cascade.engine.auto import AutoTuner
 
     tuner = AutoTuner()
+    assert tuner.alone_costs() is None
     tuner.model_called("target", 1, 0.040)
     tuner.model_called("target", 5, 0.040 + 4 * 0.030, n_rows=5)  # a check: every row
-    assert tuner.target_read.value is None and tuner.target_extra.value == pytest.approx(0.030)
+    assert tuner.alone_costs() == pytest.approx((0.040, 0.030))  # no long read yet: a check's price
     tuner.model_called("target", 41, 0.040 + 40 * 0.015)  # a prompt: one row
-    assert tuner.target_read.value == pytest.approx(0.015)
-    tuner.model_called("target", 4, 0.040 + 3 * 0.015)  # too short to be a long read
-    assert tuner.target_read.value == pytest.approx(0.015)
+    tuner.model_called("target", 4, 0.040 + 3 * 0.005)  # too short to be a long read
+    assert tuner.alone_costs() == pytest.approx((0.040, 0.015))
+    for seconds in (0.041, 0.039, 0.5):  # one slow step (the machine busy) moves the median little
+        tuner.model_called("target", 1, seconds)
+    assert tuner.alone_costs()[0] == pytest.approx(0.0405)

@@ -10,6 +10,9 @@ estimates carry over between requests.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
+
 from .costmodel import break_even_share, cascade_cost, speculative_cost
 from .events import TokenEvent
 from .observers import Observer
@@ -41,7 +44,9 @@ class AutoTuner(Observer):
         self.draft_step = Ewma()
         self.target_step = Ewma()
         self.target_extra = Ewma()  # seconds per additional token in a target batch
-        self.target_read = Ewma()  # the same in a long read with one row (a prompt, a catch-up): cheaper a token
+        # The big model alone's estimate reads medians of recent calls, steadier than `auto`'s quick averages:
+        self.recent_steps: deque[float] = deque(maxlen=64)  # the target's one-token calls
+        self.recent_reads: deque[float] = deque(maxlen=16)  # per further token of a long read with one row
         self.draft_extra = Ewma()  # the same for the draft: what catching it up costs
         self.escalation = Ewma(0.05)
         self.alpha = Ewma(0.05)
@@ -55,10 +60,20 @@ class AutoTuner(Observer):
         step, extra = (self.draft_step, self.draft_extra) if model == "draft" else (self.target_step, self.target_extra)
         if n_tokens == 1:
             step.add(seconds)
+            if model == "target":
+                self.recent_steps.append(seconds)
         elif n_tokens > 1 and step.value is not None and (model == "draft" or n_tokens <= MAX_VERIFY_BATCH):
             extra.add(max(0.0, seconds - step.value) / (n_tokens - 1))
         if model == "target" and n_tokens >= LONG_READ and n_rows == 1 and step.value is not None:
-            self.target_read.add(max(0.0, seconds - step.value) / (n_tokens - 1))
+            self.recent_reads.append(max(0.0, seconds - step.value) / (n_tokens - 1))
+
+    def alone_costs(self) -> tuple[float, float] | None:
+        """(a target step, a further token of a long read): medians of the recent calls, for the big model alone's
+        estimate (a check's price a token where no long read was seen); None before any."""
+        if not self.recent_steps:
+            return None
+        reads = self.recent_reads or ([self.target_extra.value] if self.target_extra.value is not None else [])
+        return (statistics.median(self.recent_steps), statistics.median(reads)) if reads else None
 
     def proposed(self, doubtful: bool) -> None:
         self.escalation.add(float(doubtful))

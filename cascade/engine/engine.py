@@ -95,10 +95,9 @@ class Engine:
 
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
         """Seconds the target alone would take for this request: its prompt read as a long read, then a step a
-        token, at the costs measured last (at loading, then by every run); None before any."""
-        t1, read = self.tuner.target_step.value, self.tuner.target_read.value
-        read = self.tuner.target_extra.value if read is None else read
-        return None if t1 is None or read is None else target_alone_s(t1, read, prompt_tokens, n_tokens)
+        token, at the recent costs (`AutoTuner.alone_costs`: measured at loading, then by every run); None before."""
+        costs = self.tuner.alone_costs()
+        return None if costs is None else target_alone_s(*costs, prompt_tokens, n_tokens)
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
         """Teach `auto` this pair's costs at loading: a short run of the target alone and one of speculative
