@@ -21,7 +21,7 @@ from .policies import POLICY_TABLE, Mode
 KS = (1, 2, 3, 4, 6, 8)
 # A target call over more tokens than this reads a prompt, not a check, and does not feed the estimate of `b`.
 MAX_VERIFY_BATCH = 64
-LONG_READ = 8  # a call reading at least this many tokens with one row is a long read (`target_read`)
+LONG_READ = 8  # a target call reading at least this many tokens with one row is a long read (`recent_reads`)
 
 
 class Ewma:
