@@ -16,21 +16,27 @@ pytestmark = pytest.mark.browser
 
 
 class SlowAlone(WrappedEngine):
-    """The engine, the big model alone (a comparison) slowed to seconds; counts how such runs end."""
+    """The engine, the big model alone (a comparison) slowed to seconds; counts how such runs end and records
+    the order in which runs start and end."""
 
     def __init__(self, engine) -> None:
         super().__init__(engine)
         self.alone_started = self.alone_finished = 0
+        self.order: list[str] = []
 
     def generate(self, prompt, config, **options):
         if config.policy != "target":
+            self.order.append("run started")
             yield from self.engine.generate(prompt, config, **options)
             return
         self.alone_started += 1
-        for event in self.engine.generate(prompt, config, **options):
-            yield event
-            time.sleep(0.1)  # 128 tokens: about 13 s
-        self.alone_finished += 1
+        try:
+            for event in self.engine.generate(prompt, config, **options):
+                yield event
+                time.sleep(0.1)  # 128 tokens: about 13 s
+            self.alone_finished += 1
+        finally:
+            self.order.append("comparison ended")
 
 
 def compare_text(page) -> str:
@@ -53,8 +59,10 @@ def test_generate_ends_a_comparison_still_running(browser, toy):
                                timeout=1_000)  # the comparison's box is gone at once
         finished(page)
         page.wait_for_timeout(1_500)  # room for a comparison left running to draw again
-        assert compare_text(page).strip() == ""
+        assert compare_text(page).strip() == ""  # nothing of it, not even Gradio's "Error" badge
         assert engine.alone_started == 1 and engine.alone_finished == 0, "the comparison ran on"
+        # the new run's engine starts only once the comparison's has stopped: they never share the CPU
+        assert engine.order == ["run started", "comparison ended", "run started"], engine.order
         page.close()
     finally:
         demo.close()

@@ -14,8 +14,8 @@ from cascade.ui import conversation
 from cascade.ui.conversation import LINK_LIMIT, Turn, conversation_of, history_json, turns_of
 from cascade.ui.branches import MAX_BRANCHES, REQUEST_CONTROLS, record_branch, show_branch, turn_branch
 from cascade.ui.followups import conversation_line, followup_box, followup_request
-from cascade.ui.generate import STARTED, compare_updates, generate_updates, request_config
-from cascade.ui.run import Run, Update, more_markdown
+from cascade.ui.generate import compare_updates, generate_updates, request_config
+from cascade.ui.run import KEEP, Run, Update, more_markdown
 from cascade.ui.link import copy_link_js, read_link
 from cascade.ui.runfile import read_run, run_html
 
@@ -42,7 +42,7 @@ class NoProgress:
 def page_run(engine, prompt: str, shown: Run | None = None, **changes) -> tuple[list[Update], Run]:
     """The page's generate handler on `prompt` in chat mode: its updates, and the run it ends with."""
     updates = [u for u in generate_updates(lambda progress: engine, prompt, "chat", settings(**changes), NoProgress(),
-                                           shown) if u is not STARTED]  # the empty first step lets Gradio cancel
+                                           shown) if u.text_html is not KEEP]  # the first step lets Gradio cancel
     return updates, updates[-1].run
 
 

@@ -35,7 +35,7 @@ from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
 from cascade.ui.controls import RULE_LABEL, page_start  # noqa: E402
 from cascade.ui import chart, rulewords, sentences  # noqa: E402
-from cascade.ui.generate import (GENERATE_INPUTS, STARTED, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
+from cascade.ui.generate import (GENERATE_INPUTS, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
                                   stop)
 from cascade.ui.layout import build_demo  # noqa: E402
 from cascade.ui.link import make_apply_link, page_defaults, read_link  # noqa: E402
@@ -302,7 +302,7 @@ def page_updates(engine, seen=lambda update: None, **changes) -> list[Update]:
     prompt, mode = inputs.pop("prompt"), inputs.pop("mode")
     updates = []
     for update in generate_updates(lambda progress: engine, prompt, mode, inputs, lambda *a, **k: None):
-        if update is STARTED:  # the empty first step that lets Gradio cancel the handler
+        if update.text_html is KEEP:  # the first step, before the engine, that lets Gradio cancel the handler
             continue
         updates.append(update)
         seen(update)

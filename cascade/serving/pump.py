@@ -55,6 +55,11 @@ class EventPump:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the generation's thread to end (at most `timeout_s`); whether it has."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
     def _work(self) -> None:
         try:
             with closing(self._events) as events:

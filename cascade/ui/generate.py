@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
+import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Generator, Iterator
@@ -80,48 +82,109 @@ def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Itera
 Finished = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
 
 
+class Superseded(Exception):
+    """A newer run of the same visitor ended this one's engine (`Comparisons.end`)."""
+
+
 def pumped(generation: Iterator[Any], every: float | Callable[[], float],
            picture: Callable[[tuple[TokenEvent, ...]], Update],
-           written: Callable[[tuple[TokenEvent, ...], Summary], Update] | None = None
-           ) -> Generator[Update, None, Finished]:
-    """The engine writing in its own thread: yields `picture(events)` at most once per `every`, and
-    `written(events, summary)` at a `Written` mark; returns (events, Summary). Closed early, stops the thread."""
+           written: Callable[[tuple[TokenEvent, ...], Summary], Update] | None = None,
+           on_pump: Callable[[EventPump], Any] = lambda pump: None) -> Generator[Update, None, Finished]:
+    """The engine writing in its own thread (its pump handed to `on_pump`): yields `picture(events)` at most once per
+    `every`, and `written(events, summary)` at a `Written` mark; returns (events, Summary). Closed early, stops
+    the thread; its pump cancelled from outside, raises Superseded."""
     events: list[TokenEvent] = []
     with EventPump(generation) as pump:
+        on_pump(pump)
         for batch in pump.batches(every, at_once=lambda event: isinstance(event, Written)):
+            if pump.cancelled:  # a newer run ended it: nothing more of it is drawn
+                break
             events.extend(e for e in batch if isinstance(e, TokenEvent))
             if isinstance(batch[-1], Summary):
                 return events, batch[-1]
             mark = next((e for e in batch if isinstance(e, Written)), None)
             yield picture(tuple(events)) if mark is None or written is None else written(tuple(events), mark.summary)
+    if pump.cancelled:
+        raise Superseded()
     raise RuntimeError("the engine's run ended without a summary")
+
+
+class Comparisons:
+    """The comparison each visitor (a browser session) has running, so that their next run ends it before it
+    starts: Gradio's own cancel frees the event, but only once the comparison's handler yields again."""
+
+    END_WAIT_S = 2.0  # at most this long for a comparison's engine to stop (one model step, in practice)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, EventPump] = {}
+
+    @contextmanager
+    def running(self, visitor: str | None) -> Iterator[Callable[[EventPump], None]]:
+        """For one comparison of `visitor`: an `on_pump` hook for `pumped` that records its pump until the end."""
+        mine: list[EventPump] = []
+
+        def on_pump(pump: EventPump) -> None:
+            mine.append(pump)
+            if visitor is not None:
+                with self._lock:
+                    self._running[visitor] = pump
+
+        try:
+            yield on_pump
+        finally:
+            with self._lock:
+                if mine and self._running.get(visitor) is mine[-1]:
+                    del self._running[visitor]
+
+    def end(self, visitor: str | None, wait: bool = True) -> None:
+        """The visitor's running comparison stopped: it draws nothing more, its engine stops at its next step
+        (waited for with `wait`). No comparison running: nothing."""
+        with self._lock:
+            pump = self._running.get(visitor) if visitor is not None else None
+        if pump is not None:
+            pump.cancel()
+            if wait and not pump.wait(self.END_WAIT_S):
+                log.warning("a comparison took over %.1f s to stop", self.END_WAIT_S)
+
+
+def visitor_of(request: gr.Request | None) -> str | None:
+    """The browser session a request comes from (None outside one, e.g. a direct call)."""
+    return getattr(request, "session_hash", None) if request is not None else None
 
 
 # The generate handler's parameters (the /generate endpoint's names): GENERATE_INPUTS, the run shown, progress.
 GENERATE_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in GENERATE_INPUTS]
     + [inspect.Parameter("shown", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
-       inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress(track_tqdm=True))])
+       inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress(track_tqdm=True)),
+       inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
 
-def make_generate(engine_provider: EngineProvider):
-    """The generate handler: GENERATE_SIGNATURE in, GENERATE_OUTPUTS out (no docstring: Gradio would show it)."""
+def make_generate(engine_provider: EngineProvider, comparisons: Comparisons | None = None):
+    """The generate handler: GENERATE_SIGNATURE in, GENERATE_OUTPUTS out (no docstring: Gradio would show it);
+    with `comparisons`, the visitor's running comparison ends first."""
     def generate(*args: Any, **kwargs: Any) -> Iterator[tuple]:
-        request = GENERATE_SIGNATURE.bind(*args, **kwargs)
-        request.apply_defaults()
-        values = request.arguments
+        bound = GENERATE_SIGNATURE.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = bound.arguments
         settings = {name: values[name] for name in SETTINGS}
+        if comparisons is not None:
+            comparisons.end(visitor_of(values["request"]))
         for update in generate_updates(engine_provider, values["prompt"], values["mode"], settings,
                                        values["progress"], values["shown"]):
             yield update.values(GENERATE_OUTPUTS)
 
     generate.__signature__ = GENERATE_SIGNATURE  # type: ignore[attr-defined]
+    generate.__annotations__ = {"request": gr.Request}  # how Gradio finds the parameter it fills
     return generate
 
 
-# A first update before the engine starts, the new text's plain copy emptied: Gradio can cancel a generator
-# (Stop, a newer run) only once it has yielded, and a generator closed is an engine stopped.
-STARTED = Update(plain_text="")
+def started(run: Run) -> Update:
+    """The first update, before the engine starts: Gradio can cancel a generator (Stop, a newer run) only once it
+    has yielded, and a generator closed is an engine stopped. From here the page's run is the new one (running, no
+    text yet), so that nothing drawn for an earlier run lands under it; the plain copy is emptied."""
+    return Update(plain_text="", run=run)
 
 
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
@@ -133,8 +196,8 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     except ValueError as e:
         yield message_update(f"Please check the settings: {e}.")
         return
-    earlier = conversation.turns_of(config.history, shown if isinstance(shown, Run) else None)
-    yield STARTED
+    run = Run(prompt, config, earlier=conversation.turns_of(config.history, shown if isinstance(shown, Run) else None))
+    yield started(run)
     try:
         with lent_engine(engine_provider, progress) as engine:
             try:
@@ -142,7 +205,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
             except RouterMissing as e:
                 yield message_update(f"Please check the settings: {e}.")
                 return
-            run = Run(prompt, config, models=engine.pair.config, earlier=earlier, draft_path=draft_path(engine))
+            run = replace(run, models=engine.pair.config, draft_path=draft_path(engine))
             pacer = Pacer()
             # The answer is drawn finished the moment it is written; the scoring pass follows as its own step.
             events, summary = yield from pumped(
@@ -185,11 +248,15 @@ def first_letter_up(message: str) -> str:
     return message[:1].upper() + message[1:]
 
 
-def make_compare(engine_provider: EngineProvider):
-    """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS."""
-    def compare(run: Run | None, progress=gr.Progress(track_tqdm=True)) -> Iterator[tuple]:
-        for update in compare_updates(engine_provider, run, progress):
-            yield update.values(COMPARE_OUTPUTS)
+def make_compare(engine_provider: EngineProvider, comparisons: Comparisons | None = None):
+    """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS; recorded in `comparisons`."""
+    comparisons = comparisons or Comparisons()
+
+    def compare(run: Run | None, progress=gr.Progress(track_tqdm=True),
+                request: gr.Request = None) -> Iterator[tuple]:  # type: ignore[assignment]
+        with comparisons.running(visitor_of(request)) as on_pump:
+            for update in compare_updates(engine_provider, run, progress, on_pump):
+                yield update.values(COMPARE_OUTPUTS)
 
     return compare
 
@@ -207,19 +274,25 @@ def alone_written(events: tuple[TokenEvent, ...], alone: Summary) -> Update:
         f"its answer to score it…", "info"))
 
 
-def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress) -> Iterator[Update]:
+# A comparison a newer run ended waits, silent, for Gradio's cancel (sent with that run) to close it; past this,
+# it ends with its box empty (a caller that sent no cancel).
+SUPERSEDED_HOLD_S = 0.5
+
+
+def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress,
+                    on_pump: Callable[[EventPump], Any] = lambda pump: None) -> Iterator[Update]:
     """The big model alone on the run's request, then each rule's curve from its text (`rules_update`)."""
     if run is None or run.running or run.summary is None:
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
-    yield alone_writing(())  # as STARTED: from here on Stop or a newer run can close this generator
+    yield alone_writing(())  # as `started`: from here on Stop or a newer run can close this generator
     try:
         with lent_engine(engine_provider, progress) as engine:
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
             events, alone = yield from pumped(
                 engine.generate(run.prompt, run.config.replace(policy="target"), mark_written=True),
-                UPDATE_EVERY_S, alone_writing, alone_written)
+                UPDATE_EVERY_S, alone_writing, alone_written, on_pump)
             numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
             compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
             html = sentences.compare_html(run.summary, alone)
@@ -230,6 +303,9 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
             # The last update carries everything: an API client reads only the last one.
             extra = {} if rules.numbers is KEEP else rules.numbers
             yield replace(rules, compare_html=html, numbers={**numbers, **extra})
+    except Superseded:
+        time.sleep(SUPERSEDED_HOLD_S)
+        yield Update(compare_html="", numbers=None)
     except EngineUnavailable as e:
         yield Update(compare_html=tokens.message_panel(str(e), "error"), numbers=None)
     except Exception:

@@ -14,7 +14,7 @@ from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, 
 from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
                        prompt_controls, settings_controls, share_js, shown_by)
 from .followups import ask_followup, conversation_line, followup_box
-from .generate import GENERATE_INPUTS, EngineProvider, make_compare, make_generate, stop
+from .generate import GENERATE_INPUTS, Comparisons, EngineProvider, make_compare, make_generate, stop, visitor_of
 from .guide import HOW_TO_READ, INTRO
 from .hover import HOVER_JS
 from .link import copy_link_js, make_apply_link, make_autorun
@@ -225,10 +225,12 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     run, parts, inputs = page.out["run"], page.parts, page.inputs
     # Unprocessed inputs: GenerationConfig judges every value; the run shown keeps a follow-up's colours.
     request = page.controls(GENERATE_INPUTS) + [run]
-    generate = make_generate(engine_provider)
+    comparisons = Comparisons()  # one run at a time per visitor: a new run ends their comparison first
+    generate = make_generate(engine_provider, comparisons)
+    # The comparison's box says how far it has come in words; Gradio's spinner over it would only repeat that.
     comparing = after_run(page, parts["compare"].click(
-        make_compare(engine_provider), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS), api_name="compare",
-        concurrency_limit=concurrency, concurrency_id="models", show_progress_on=[page.out["compare_html"]]))
+        make_compare(engine_provider, comparisons), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS),
+        api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress="hidden"))
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
                    api_name: str | None = None, clears: bool = True) -> Any:
@@ -236,8 +238,8 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
         one run at a time per visitor), before `after_run`; an endpoint if named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
-            trigger(clear_previous, outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), cancels=[comparing],
-                    **QUICK)
+            trigger(clearing(comparisons), outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS),
+                    cancels=[comparing], **QUICK)
         return after_run(page, trigger(handler, inputs=inputs, outputs=page.outputs(GENERATE_OUTPUTS),
                                        preprocess=False, concurrency_limit=concurrency, concurrency_id="models",
                                        show_progress_on=[page.out["text_html"]], **api))
@@ -277,6 +279,16 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     loading = demo.load(make_apply_link(router), outputs=page.controls(GENERATE_INPUTS) + [
         page.out["summary"], autorun, page.out["text_html"]], queue=False, api_visibility="private")
     generation(loading.then, make_autorun(engine_provider), inputs=[autorun] + request, clears=False)
+
+
+def clearing(comparisons: Comparisons) -> Callable:
+    """`clear_previous`, after telling the visitor's running comparison to stop at once (before it draws again;
+    Gradio's own cancel, sent beside, arrives later and frees its event)."""
+    def clear(request: gr.Request) -> tuple:
+        comparisons.end(visitor_of(request), wait=False)
+        return clear_previous()
+
+    return clear
 
 
 def clear_previous() -> tuple:
