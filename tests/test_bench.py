@@ -55,15 +55,16 @@ def test_bench_reports_every_policy_against_the_target(toy, tmp_path):
     assert "<html>" in html.read_text() and "plotly" in html.read_text().lower()
 
 
-def test_the_at_once_bench_compares_slots_and_engines_with_one_at_a_time(toy, tmp_path):
+def test_the_at_once_bench_compares_slots_taking_turns_batched_and_engines_with_one_at_a_time(toy, tmp_path):
     out = tmp_path / "at-once.json"
     r = lab("at-once", "--draft", str(toy.small), "--target", str(toy.related), "--max-tokens", "8", "-n", "2",
             "--rounds", "1", "--n-ctx", "512", "--threads", "1", "--json", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
     rows = {row["arrangement"]: row for row in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"one at a time", "2 slots", "2 engines"}
+    assert set(rows) == {"one at a time", "2 slots, taking turns", "2 slots, batched", "2 engines"}
     assert all(row["requests"] == 2 and row["same_text"] == 2 for row in rows.values())  # toy models: no near ties
-    assert "| 2 slots |" in r.stdout and "1.00×" in r.stdout
+    assert rows["2 slots, taking turns"]["same_run"] == 2  # to the last digit of every score
+    assert "| 2 slots, taking turns |" in r.stdout and "1.00×" in r.stdout
 
 
 SYNTHETIC = Costs(draft_step_s=0.02, target_step_s=0.05,

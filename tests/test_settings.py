@@ -28,9 +28,10 @@ def test_a_variable_that_is_not_a_number_is_named():
 def test_the_launchers_flags_are_every_model_setting():
     parser = argparse.ArgumentParser()
     add_model_flags(parser, page=True)
-    args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--parallel", "2"])
+    args = parser.parse_args(["--threads", "2", "--n-ctx", "256", "--gpu-layers", "-1", "--parallel", "2",
+                              "--batch-slots"])
     assert model_flags(args) == {"draft": None, "target": None, "n_threads": 2, "n_ctx": 256, "n_batch": None,
-                                 "n_gpu_layers": -1, "router": None, "parallel": 2}
+                                 "n_gpu_layers": -1, "router": None, "parallel": 2, "batch_slots": True}
     assert model_config(model_flags(args), env={}).device == "GPU (all layers offloaded), CPU, 2 threads"
 
 
@@ -39,6 +40,17 @@ def test_the_command_line_has_no_page_only_flag():
     add_model_flags(parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["--parallel", "2"])
+
+
+def test_slots_take_turns_unless_batching_is_asked_for():
+    assert model_config(env={}, serving=True).batch_slots is False
+    assert model_config(env={"CASCADE_BATCH_SLOTS": "1"}, serving=True).batch_slots is True
+    parser = argparse.ArgumentParser()
+    add_model_flags(parser, page=True)
+    flags = model_flags(parser.parse_args(["--no-batch-slots"]))
+    assert model_config(flags, env={"CASCADE_BATCH_SLOTS": "yes"}, serving=True).batch_slots is False  # flag wins
+    with pytest.raises(ValueError, match="CASCADE_BATCH_SLOTS must be 1 or 0, got 'maybe'"):
+        model_config(env={"CASCADE_BATCH_SLOTS": "maybe"})
 
 
 def test_servers_run_several_generations_at_once_and_the_library_one():

@@ -1,8 +1,7 @@
-"""Slots: several generations over one pair of models, their model calls decoded together (engine/batching.py).
-
-On the toy models a batch of several sequences gives the same logits as each sequence alone, so every
-request's text in a slot must be exactly its text alone (on the real pair a near tie may flip: see
-test_real.py). The scheduler's own rules are tested on fakes, without a model."""
+"""Slots: several generations over one pair of models (engine/batching.py). By default the slots take turns, one
+call a decode, so every request's tokens, writers and scores are exactly its own alone (test_real_slots.py holds
+this on the real pair, where batching breaks it). With `batch_slots` their calls are decoded together; on the toy
+models that too gives each sequence's logits alone. The scheduler's own rules are tested on fakes."""
 
 from __future__ import annotations
 
@@ -31,6 +30,13 @@ def slots(toy) -> list[Engine]:
 
 
 @pytest.fixture(scope="module")
+def batched_slots(toy) -> list[Engine]:
+    config = ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512, parallel=4,
+                         batch_slots=True)
+    return Engine(load_pair(config)).slots()
+
+
+@pytest.fixture(scope="module")
 def alone(toy) -> Engine:
     return Engine(load_pair(ModelConfig(draft=str(toy.small), target=str(toy.related), n_threads=TOY_THREADS, n_ctx=512)))
 
@@ -40,11 +46,18 @@ def text(engine: Engine, prompt: str, config: GenerationConfig) -> str:
     return summary.text
 
 
-def side_by_side(engines, prompts, config) -> list[str]:
-    out: list[str | None] = [None] * len(prompts)
+def written(engine: Engine, prompt: str, config: GenerationConfig) -> tuple[list[tuple], Summary]:
+    """Every token event's token, writer, fate and scores (the page's scoring pass included), and the Summary."""
+    *events, summary = engine.generate(prompt, config)
+    return [(e.token_id, e.source, e.status, e.draft_ppl, e.target_ppl, e.draft_top, e.target_top)
+            for e in events if isinstance(e, TokenEvent)], summary
+
+
+def side_by_side(engines, prompts, config, run=text) -> list:
+    out: list = [None] * len(prompts)
 
     def one(i: int) -> None:
-        out[i] = text(engines[i], prompts[i], config)
+        out[i] = run(engines[i], prompts[i], config)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
     for t in threads:
@@ -54,20 +67,42 @@ def side_by_side(engines, prompts, config) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_every_policy_writes_each_requests_own_text_beside_three_others(slots, alone, policy):
-    config = GenerationConfig(policy=policy, max_tokens=24, chat=False, temperature=0.0)
-    expected = [text(alone, p, config) for p in PROMPTS]
+# auto chooses each round's way of writing by the speeds it measures, so its writers follow the machine's load;
+# the seed's loop (the original's, kept for reference) shares one copy of each model among all slots.
+BY_TIMING = ("auto", "seed")
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p not in BY_TIMING])
+def test_every_policy_writes_each_requests_own_tokens_writers_and_scores_beside_three_others(slots, policy,
+                                                                                            temperature):
+    """Alone is one request on the same server (slot 0, nobody else writing): the same path as beside others."""
+    config = GenerationConfig(policy=policy, max_tokens=24, chat=False, temperature=temperature, seed=3)
+    alone = [written(slots[0], p, config) for p in PROMPTS]
     scheduler = slots[0].pair.draft.context.scheduler
+    together = side_by_side(slots, PROMPTS, config, run=written)
+    assert [events for events, _ in together] == [events for events, _ in alone]
+    assert scheduler.batched_calls == 0 and scheduler.writing == 0
+    assert all(s.work.draft.shared_calls == s.work.target.shared_calls == 0 for _, s in together)
+
+
+@pytest.mark.parametrize("policy", BY_TIMING)
+def test_the_policies_that_follow_the_clock_still_write_each_requests_own_greedy_text(slots, policy):
+    config = GenerationConfig(policy=policy, max_tokens=24, chat=False, temperature=0.0)
+    assert side_by_side(slots, PROMPTS, config) == [text(slots[0], p, config) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("policy", ["target", "cascade", "speculative"])
+def test_batched_slots_decode_calls_together_and_on_the_toy_models_still_write_each_text_alone(batched_slots, slots,
+                                                                                              policy):
+    config = GenerationConfig(policy=policy, max_tokens=24, chat=False, temperature=0.0)
+    expected = [text(slots[0], p, config) for p in PROMPTS]
+    scheduler = batched_slots[0].pair.draft.context.scheduler
     batched = scheduler.batched_calls
-    assert side_by_side(slots, PROMPTS, config) == expected
+    together = side_by_side(batched_slots, PROMPTS, config, run=written)
+    assert [s.text for _, s in together] == expected
     assert scheduler.batched_calls > batched, "no call was decoded beside another slot's"
-    assert scheduler.writing == 0
-
-
-def test_sampled_text_is_each_requests_own_too(slots, alone):
-    config = GenerationConfig(policy="speculative", max_tokens=24, chat=False, temperature=0.8, seed=3)
-    assert side_by_side(slots, PROMPTS, config) == [text(alone, p, config) for p in PROMPTS]
+    assert sum(s.work.target.shared_calls for _, s in together) > 0  # each request says so (usage.cascade)
 
 
 def test_a_request_joining_mid_batch_is_decoded_at_the_next_step(slots, monkeypatch):
@@ -178,9 +213,28 @@ class WatchedClock(FakeClock):
             return self._read.wait_for(lambda: self.reads >= n, timeout=30)
 
 
+def test_by_default_each_call_is_decoded_alone_and_never_waits_for_the_others():
+    # The clock never moves: a step that waited for the other writing slots would never be taken.
+    scheduler, context = Scheduler(max_wait_s=1.0, clock=FakeClock()), FakeContext()
+    for slot in range(3):
+        scheduler.enter(slot)
+    run_together(scheduler, [call(context, s) for s in range(3)], stagger_s=0.02)
+    assert sorted(context.batches) == [[(0, 1)], [(1, 1)], [(2, 1)]]
+
+
+def test_calls_are_decoded_oldest_first():
+    scheduler, context = Scheduler(), FakeContext()
+    pending = [call(context, s) for s in (2, 0, 1)]
+    scheduler._pending.extend(pending)  # three calls waiting while a step ran
+    with scheduler._cond:
+        while scheduler._pending:
+            scheduler._lead()
+    assert context.batches == [[(2, 1)], [(0, 1)], [(1, 1)]]
+
+
 def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
     # The wait never runs out on a clock that does not move: the step is taken when all three have called.
-    scheduler, context = Scheduler(max_wait_s=1.0, clock=FakeClock()), FakeContext()
+    scheduler, context = Scheduler(max_wait_s=1.0, clock=FakeClock(), batch=True), FakeContext()
     for slot in range(3):
         scheduler.enter(slot)
     run_together(scheduler, [call(context, s) for s in range(3)], stagger_s=0.02)
@@ -188,7 +242,7 @@ def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
 
 
 def test_a_slot_that_ends_is_not_waited_for():
-    scheduler, context = Scheduler(max_wait_s=5.0, clock=FakeClock()), FakeContext()
+    scheduler, context = Scheduler(max_wait_s=5.0, clock=FakeClock(), batch=True), FakeContext()
     scheduler.enter(0), scheduler.enter(1)
     step = in_thread(scheduler.run, call(context, 0))
     scheduler.leave(1)  # the clock never moves: only this can end the wait
@@ -198,7 +252,7 @@ def test_a_slot_that_ends_is_not_waited_for():
 
 def test_a_busy_slot_holds_a_step_up_no_longer_than_the_wait():
     clock = WatchedClock()
-    scheduler, context = Scheduler(max_wait_s=0.05, clock=clock), FakeContext(clock=clock)
+    scheduler, context = Scheduler(max_wait_s=0.05, clock=clock, batch=True), FakeContext(clock=clock)
     scheduler.enter(0), scheduler.enter(1)  # slot 1 writes but never calls
     step = in_thread(scheduler.run, call(context, 0))
     # Read for its deadline, then again after waiting: the step is waiting for slot 1, not decoding.
@@ -211,7 +265,7 @@ def test_a_busy_slot_holds_a_step_up_no_longer_than_the_wait():
 
 
 def test_a_batch_holds_one_model_and_mode_within_its_size():
-    scheduler, draft, target = Scheduler(max_wait_s=0.2), FakeContext(n_batch=8), FakeContext(n_batch=8)
+    scheduler, draft, target = Scheduler(max_wait_s=0.2, batch=True), FakeContext(n_batch=8), FakeContext(n_batch=8)
     for slot in range(4):
         scheduler.enter(slot)
     run_together(scheduler, [call(draft, 0, 5), call(target, 1, 2), call(draft, 2, 4), call(draft, 3, 1, hidden=True)],

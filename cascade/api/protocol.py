@@ -203,8 +203,9 @@ def finish_reason(summary: Summary) -> str | None:
         summary.stop_reason)
 
 
-def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]:
-    """OpenAI's usage, with the big model's share, the speed and the drafts' counts (llama-server's names too)."""
+def usage(summary: Summary, target_tokens_per_s: float | None, batched: bool = False) -> dict[str, Any]:
+    """OpenAI's usage, with the big model's share, the speed, the drafts' counts (llama-server's names too) and
+    the slots' mode (`batched`: decoded with other requests; `shared_calls`: this request's calls that were)."""
     c = summary.counts
     vs_target = summary.tokens_per_s / target_tokens_per_s if target_tokens_per_s else None
     return {"prompt_tokens": summary.prompt_tokens, "completion_tokens": c.n_tokens,
@@ -215,7 +216,9 @@ def usage(summary: Summary, target_tokens_per_s: float | None) -> dict[str, Any]
                         "n_escalated": c.n_escalated, "n_rejected": c.n_rejected,
                         "n_rolled_back": c.n_rolled_back, "tokens_per_s": summary.tokens_per_s,
                         "vs_target": vs_target, "wall_s": summary.timings.wall_s, **drafts(c),
-                        "stop_reason": summary.stop_reason, **budget(summary)}}
+                        "stop_reason": summary.stop_reason, **budget(summary),
+                        "slots": {"batched": batched,
+                                  "shared_calls": summary.work.draft.shared_calls + summary.work.target.shared_calls}}}
 
 
 def drafts(counts: Counts) -> dict[str, int]:
@@ -284,7 +287,7 @@ class Stream:
                 else None
         return choice
 
-    def last(self, summary: Summary, target_tokens_per_s: float | None) -> list[dict[str, Any]]:
+    def last(self, summary: Summary, target_tokens_per_s: float | None, batched: bool = False) -> list[dict[str, Any]]:
         """The closing chunks: the finish reason (with waiting tokens and timings), then the usage if asked."""
         events, self.waiting = self.waiting, []
         closing = self.choice(events, finish_reason(summary))
@@ -292,7 +295,7 @@ class Stream:
             closing["delta"] = {} if not events else closing["delta"]
         out = [self._chunk(closing, timings=timings(summary))]
         if self.request.include_usage:
-            out.append(self._chunk(usage=usage(summary, target_tokens_per_s)))
+            out.append(self._chunk(usage=usage(summary, target_tokens_per_s, batched)))
         return out
 
 
@@ -304,7 +307,7 @@ def completion_logprobs(events: Sequence[TokenEvent], top: int) -> dict[str, Any
 
 
 def response(request: Request, events: Sequence[TokenEvent], summary: Summary,
-             target_tokens_per_s: float | None) -> dict[str, Any]:
+             target_tokens_per_s: float | None, batched: bool = False) -> dict[str, Any]:
     """The whole answer at once (a request without `stream`)."""
     stream = Stream(request)
     accepted = [e for e in events if e.accepted]
@@ -316,7 +319,7 @@ def response(request: Request, events: Sequence[TokenEvent], summary: Summary,
         choice["text"] = summary.text
     return {"id": stream.id, "object": "chat.completion" if request.chat else "text_completion",
             "created": stream.created, "model": request.model, "choices": [choice],
-            "usage": usage(summary, target_tokens_per_s), "timings": timings(summary)}
+            "usage": usage(summary, target_tokens_per_s, batched), "timings": timings(summary)}
 
 
 def models_list(draft: str, target: str) -> dict[str, Any]:

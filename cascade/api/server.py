@@ -78,12 +78,14 @@ class Answer:
     def __init__(self, service: EngineService, request: Request) -> None:
         self.service, self.request = service, request
         self.target_tokens_per_s: float | None = None
+        self.batched_slots = False  # whether the slots decode requests together (`--batch-slots`)
         self.pump = EventPump(self._events(), name="cascade-api-request")
 
     def _events(self) -> Iterator[Event]:
         with self.service.lease() as engine:
             if self.pump.cancelled:  # the client left while the request waited for an engine
                 return
+            self.batched_slots = bool(getattr(engine.pair.config, "batch_slots", False))
             for event in engine.generate(self.request.prompt, self.request.config, score=False):
                 if isinstance(event, Summary):
                     step = engine.tuner.target_step.value
@@ -178,7 +180,7 @@ async def _collect(request: Request, run: Answer, first: Event, events: AsyncIte
     if summary is None:
         raise ApiError(500, "the generation ended without a summary", kind="server_error")
     tokens = [item for item in items if isinstance(item, TokenEvent)]
-    return protocol.response(request, tokens, summary, run.target_tokens_per_s)
+    return protocol.response(request, tokens, summary, run.target_tokens_per_s, run.batched_slots)
 
 
 async def _stream(request: Request, run: Answer, first: Event, events: AsyncIterator[Event],
@@ -195,7 +197,7 @@ async def _stream(request: Request, run: Answer, first: Event, events: AsyncIter
                 if chunk is not None:
                     yield _sse(chunk)
             elif isinstance(item, Summary):
-                for chunk in chunks.last(item, run.target_tokens_per_s):
+                for chunk in chunks.last(item, run.target_tokens_per_s, run.batched_slots):
                     yield _sse(chunk)
         yield "data: [DONE]\n\n"
     except Exception as e:  # noqa: BLE001 - mid-stream, the error goes in the stream, as OpenAI's does

@@ -1,6 +1,9 @@
-"""Slots: each a sequence in each model's context, its generation in its own thread; the pair's `Scheduler`
-decodes every pending call on one model in one llama.cpp batch (waiting at most `max_wait_s` for every writing
-slot), and rollbacks are applied by the sequence's next step, so caches change only while no decode runs."""
+"""Slots: each a sequence in each model's context, its generation in its own thread. The pair's `Scheduler`
+decodes one call at a time, oldest first, so that a sequence's every decode is shaped as when it runs alone
+(batch-invariant: the same tokens and scores whoever else is writing); with `batch=True` it decodes every
+pending call on one model in one llama.cpp batch (waiting at most `max_wait_s` for every writing slot), whose
+logits differ slightly from each call alone. Rollbacks are applied by the sequence's next step, so caches
+change only while no decode runs."""
 
 from __future__ import annotations
 
@@ -40,12 +43,16 @@ class Call:
     done: bool = False
     error: BaseException | None = None
     step: int | None = None  # the scheduler's step that decoded it (1 for the first)
+    shared: bool = False  # decoded in one batch with another sequence's call
 
 
 class Scheduler:
-    """One decode at a time for a loaded pair: every call pending on one model goes in one batch."""
+    """One decode at a time for a loaded pair: the oldest call alone, or (`batch`) every call pending on its
+    model in one batch."""
 
-    def __init__(self, max_wait_s: float = MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, max_wait_s: float = MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter,
+                 batch: bool = False) -> None:
+        self.batch = batch
         self.max_wait_s = max_wait_s
         self.clock = clock  # what `max_wait_s` is counted on
         self._cond = threading.Condition()
@@ -111,15 +118,18 @@ class Scheduler:
             finally:
                 self._cond.acquire()
             self.steps += 1
+            shared = len({c.seq for c in calls}) > 1
             for call in calls:
-                call.step = self.steps
-            if len({c.seq for c in calls}) > 1:
+                call.step, call.shared = self.steps, shared
+            if shared:
                 self.batched_calls += len(calls)
         finally:
             self._busy = False
             self._cond.notify_all()
 
     def _gather(self) -> None:
+        if not self.batch:  # each call alone: nothing to wait for
+            return
         # From now, not from the oldest call's arrival: the slots the last step served are only now calling.
         deadline = self.clock() + self.max_wait_s
         while not self._everyone_pending():
@@ -133,8 +143,11 @@ class Scheduler:
         return all(slot in waiting for slot in self._active)
 
     def _take(self) -> list[Call]:
-        """The oldest call, and every later one on the same model and mode that fits in its batch."""
+        """The oldest call, and (`batch`) every later one on the same model and mode that fits in its batch."""
         first = self._pending[0]
+        if not self.batch:
+            self._pending.remove(first)
+            return [first]
         room = first.context.n_batch
         calls = []
         for call in self._pending:

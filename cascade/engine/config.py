@@ -64,6 +64,10 @@ class ModelConfig:
     # Slots (engine/batching.py): one for the library; servers set their own (serving/settings.py).
     parallel: int = _opt(1, "generations that run at once over one pair of models (slots)", min=1,
                          max=64, env="CASCADE_PARALLEL", flag="--parallel")
+    batch_slots: bool = _opt(False, "decode the slots' calls together in one batch: more tokens/s with many cores "
+                             "or a GPU, but a text may then change with who else is writing (off: the slots take "
+                             "turns, and every text is its text alone)", env="CASCADE_BATCH_SLOTS",
+                             flag="--batch-slots")
 
 
     def validate(self) -> "ModelConfig":

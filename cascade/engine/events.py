@@ -63,6 +63,7 @@ class ModelStats:
     tokens_evaluated: int = 0  # tokens pushed through the model (prompt included)
     tokens_discarded: int = 0  # evaluated tokens later removed from its cache (rollbacks)
     seconds: float = 0.0  # wall time inside the model (decode plus reading logits)
+    shared_calls: int = 0  # of calls: decoded in one llama.cpp batch with another slot's (`--batch-slots`)
 
     def __sub__(self, other: "ModelStats") -> "ModelStats":
         return ModelStats(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))

@@ -238,17 +238,29 @@ def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_al
     """A model and its context: `config.n_ctx` tokens for each of `slots` sequences."""
     check_gguf(path, role)
     try:
-        # Only embedding mode sizes a context for many sequences; it is switched off again below.
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=config.n_ctx * slots, n_batch=config.n_batch,
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=config.n_ctx, n_batch=config.n_batch,
                               n_ubatch=config.n_batch, n_threads=config.n_threads, n_threads_batch=config.n_threads,
-                              n_gpu_layers=config.n_gpu_layers, logits_all=logits_all, embedding=slots > 1,
-                              verbose=False)
+                              n_gpu_layers=config.n_gpu_layers, logits_all=logits_all, verbose=False)
+        if slots > 1:
+            give_slots(llm, config.n_ctx, slots)
     except (ValueError, RuntimeError, OSError) as e:
         raise ModelError(f"the {role} model could not be loaded (truncated or corrupt?): {path.name}") from e
-    if slots > 1:
-        llama_cpp.llama_set_embeddings(llm.ctx, False)
-        llm.context_params.embeddings = False
     return llm
+
+
+def give_slots(llm: llama_cpp.Llama, n_ctx: int, slots: int) -> None:
+    """`llm`'s context replaced by one of `slots` sequences of `n_ctx` tokens, each with a cache of its own (not
+    llama.cpp's unified one): a sequence's attention reads the same cells, in the same places, as when it runs
+    alone, so its logits do not depend on who else is in the context (llama-cpp-python offers many sequences only
+    with a unified cache)."""
+    from llama_cpp import _internals
+
+    params = type(llm.context_params).from_buffer_copy(llm.context_params)
+    params.n_ctx, params.n_seq_max, params.kv_unified, params.embeddings = n_ctx * slots, slots, False, False
+    shared = _internals.LlamaContext(model=llm._model, params=params, verbose=False)
+    alone, llm._ctx = llm._ctx, shared
+    alone.close()
+    llm.context_params = params
 
 
 # ---- vocabulary -----------------------------------------------------------------------------------
@@ -377,7 +389,7 @@ def load_pair(config: "ModelConfig", progress: Progress = lambda _msg: None,
     large = load_model(target.path, config, "target", slots=slots)
     n_vocab = check_same_vocabulary(small, large)
     padding = shared_padding(small, large, n_vocab)
-    scheduler = Scheduler()  # one decode at a time over the machine's cores, whichever the model
+    scheduler = Scheduler(batch=config.batch_slots)  # one decode at a time over the cores, whichever the model
     return ModelPair(draft=ModelRunner(small, n_vocab, SharedContext(small, slots, scheduler), padding=padding),
                      target=ModelRunner(large, n_vocab, SharedContext(large, slots, scheduler), padding=padding),
                      draft_path=draft.path, target_path=target.path, config=config)

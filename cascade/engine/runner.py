@@ -139,6 +139,8 @@ class ModelRunner:
         self._drop_from = None
         try:
             self.context.scheduler.run(call)
+            if call.shared:
+                self.stats += ModelStats(shared_calls=1)
         except BaseException:
             # llama.cpp restores the cache on failure; the next decode drops anything past what we know.
             self._drop_from = len(self.tokens) if call.keep is None else min(call.keep, len(self.tokens))

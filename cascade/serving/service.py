@@ -250,7 +250,8 @@ class EngineService:
     def describe(self) -> str:
         """Which models the page uses, by file name (never a directory of this machine)."""
         config = self.config
-        at_once = f" · {config.parallel} generations at once" if config.parallel > 1 else ""
+        how = "batched together" if config.batch_slots else "taking turns, each text as it would be alone"
+        at_once = f" · {config.parallel} generations at once ({how})" if config.parallel > 1 else ""
         return (f"Small model (draft): **{model_name(config.draft)}** · big model (target): "
                 f"**{model_name(config.target)}** · {config.device}{at_once}")
 

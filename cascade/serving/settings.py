@@ -16,7 +16,7 @@ from ..routing.rules import RULE_TABLE
 
 # The defaults and flags of the page and `serve`, which serve several visitors at once.
 SERVING_DEFAULTS: Mapping[str, Any] = {"parallel": 4}
-SERVING_ONLY = ("parallel",)
+SERVING_ONLY = ("parallel", "batch_slots")
 # Set to 0, the page offers no "Big model" control: whoever runs a shared page keeps the pair it started with.
 SWITCH_ENV = "CASCADE_SWITCH_MODELS"
 
@@ -43,12 +43,25 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
             continue
         raw = env.get(f.metadata["env"], "").strip()
         if raw:
-            try:
-                values[f.name] = type(f.default)(raw)
-            except ValueError:
-                kind = "a whole number" if type(f.default) is int else "text"
-                raise ValueError(f"{f.metadata['env']} must be {kind}, got {raw!r}") from None
+            values[f.name] = _from_environment(f, raw)
     return ModelConfig(**values).validate()
+
+
+YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _from_environment(f: dataclasses.Field, raw: str) -> Any:
+    """An environment variable's text as the field's type; ValueError naming the variable."""
+    kind = type(f.default)
+    if kind is bool:
+        if raw.lower() in YES + NO:
+            return raw.lower() in YES
+        raise ValueError(f"{f.metadata['env']} must be 1 or 0, got {raw!r}")
+    try:
+        return kind(raw)
+    except ValueError:
+        words = "a whole number" if kind is int else "text"
+        raise ValueError(f"{f.metadata['env']} must be {words}, got {raw!r}") from None
 
 
 def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None:
@@ -58,6 +71,10 @@ def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None
         if f.name in SERVING_ONLY and not page:
             continue
         default = SERVING_DEFAULTS.get(f.name, default) if page else default
+        if type(default) is bool:  # --name / --no-name
+            parser.add_argument(meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{meta['help']} (env {meta['env']}=1; default {'on' if default else 'off'})")
+            continue
         parser.add_argument(meta["flag"], dest=f.name, type=type(default), default=None,
                             help=f"{meta['help']} (env {meta['env']}; default {default})")
 

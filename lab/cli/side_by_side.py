@@ -111,6 +111,7 @@ COMMANDS = (
     Command("page-bench", "the same request through the engine and through the page, side by side (a client in "
                           "its own process), and what recording both models' alternatives costs",
             add_page_bench_arguments, page_bench),
-    Command("at-once", "N requests at once: N slots over one pair against N engines and one at a time "
-                       "(throughput, per-request speed, first token, same text, memory)", add_at_once_arguments, at_once),
+    Command("at-once", "N requests at once: N slots over one pair (taking turns, batched) against N engines and "
+                       "one at a time (throughput, per-request speed, first token, same text, memory)",
+            add_at_once_arguments, at_once),
 )
