@@ -3,12 +3,14 @@
 The tests that need Ray start one local instance for the module (about 15 s on two cores) and are skipped
 where Ray Serve is not installed (`pip install '.[ray]'`); the first few need no Ray at all. The replicas
 write slowly (a pause after each event, `slow_service`), so a request is still running, or waiting for a
-replica's slot, when a replica is killed.
+replica's slot, when a replica is killed. The API asks for a key (`KEY`), which the replicas read from the
+environment the local Ray was started in, as a node's would be: every request sends it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,12 +23,14 @@ import pytest
 
 from cascade import ModelConfig
 from cascade.api import protocol
-from cascade.api.replicas import APP_NAME, Scaling, app_builder
+from cascade.api.replicas import APP_NAME, KEY_VARIABLE, Scaling, app_builder, with_key
 from cascade.api.server import ApiSettings
 
 from .helpers import ROOT, engine_for, free_port
 
 MAX_TOKENS = 24
+KEY = "test-key-not-in-any-argument"
+AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
 # ---- without Ray --------------------------------------------------------------------------------------
@@ -115,6 +119,15 @@ def test_nothing_imports_ray_and_serve_ray_without_it_says_how_to_install_it():
     assert "pip install 'cascade-decoding[ray]'" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_replica_takes_the_key_from_its_environment_and_will_not_start_without_one_it_was_built_with():
+    api = ApiSettings(queue=3)  # as `build` binds it: no key
+    assert with_key(api, keyed=True, env={KEY_VARIABLE: KEY}) == ApiSettings(api_key=KEY, queue=3)
+    assert with_key(api, keyed=False, env={}) == api  # built without a key, none here: open, as `serve` is
+    assert with_key(api, keyed=False, env={KEY_VARIABLE: KEY}).api_key == KEY  # a node's key is always kept
+    with pytest.raises(RuntimeError, match=f"{KEY_VARIABLE} is not set where this replica runs"):
+        with_key(api, keyed=True, env={})
+
+
 # ---- on a local Ray -----------------------------------------------------------------------------------
 
 def slow_service(pause_s: float):
@@ -149,9 +162,13 @@ def slow_service(pause_s: float):
     return build
 
 
+TOY_FLAGS = {"n_threads": 1, "n_ctx": 512, "parallel": 1}
+
+
 @pytest.fixture(scope="module")
 def cluster(toy):
-    """Two replicas of the toy pair (one slot each) on a local Ray; yields the proxy's URL."""
+    """Two replicas of the toy pair (one slot each) on a local Ray started with the key in its environment (as
+    `serve --ray` starts one, and as a node would have it); yields the proxy's URL."""
     pytest.importorskip("ray.serve", reason="the Ray tier: needs Ray Serve (pip install '.[ray]')")
     import ray
     from ray import serve
@@ -159,14 +176,22 @@ def cluster(toy):
     import cascade
     from cascade.api.replicas import build
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"py_modules": [cascade]})
+    before = os.environ.get(KEY_VARIABLE)
+    os.environ[KEY_VARIABLE] = KEY  # Ray's processes, and the replicas they start, inherit it
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"py_modules": [cascade]})
+    finally:  # this process's other tests see the environment as it was
+        if before is None:
+            del os.environ[KEY_VARIABLE]
+        else:
+            os.environ[KEY_VARIABLE] = before
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         # One slot a replica (the serving default is four), so that a replica holds one answer and one waiting
         # for its slot: the killed replica's waiting request is what is retried elsewhere.
-        flags = {"draft": str(toy.small), "target": str(toy.related), "n_threads": 1, "n_ctx": 512, "parallel": 1}
-        serve.run(build(flags, ApiSettings(), Scaling(2, 2, replica_cpus=0), service=slow_service(0.02)),
+        flags = {"draft": str(toy.small), "target": str(toy.related), **TOY_FLAGS}
+        serve.run(build(flags, ApiSettings(api_key=KEY), Scaling(2, 2, replica_cpus=0), service=slow_service(0.02)),
                   name=APP_NAME, route_prefix="/")
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -192,7 +217,7 @@ def ask(url: str, prompt: str, max_tokens: int = MAX_TOKENS, answer: Answer | No
     answer = answer or Answer()
     body = {"model": "cascade", "stream": True, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": prompt}]}
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=60) as r:
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=AUTH, timeout=60) as r:
         answer.status, answer.replica = r.status_code, r.headers.get("x-cascade-replica", "")
         answer.attempts = int(r.headers.get("x-cascade-attempts", "0"))
         for line in r.iter_lines():
@@ -213,12 +238,13 @@ def ask(url: str, prompt: str, max_tokens: int = MAX_TOKENS, answer: Answer | No
 
 @pytest.mark.ray
 def test_the_apis_routes_answer_through_the_proxy_each_naming_its_replica(cluster):
-    models = httpx.get(f"{cluster}/v1/models", timeout=30)
+    models = httpx.get(f"{cluster}/v1/models", headers=AUTH, timeout=30)
     assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == protocol.offered_models()
     assert models.headers["x-cascade-replica"] and models.headers["x-cascade-attempts"] == "1"
     health = httpx.get(f"{cluster}/health", timeout=30)
     assert health.status_code == 200 and health.json()["status"] == "ok" and health.headers["x-cascade-replica"]
-    refused = httpx.post(f"{cluster}/v1/chat/completions", json={"model": "gpt-4", "messages": []}, timeout=30)
+    refused = httpx.post(f"{cluster}/v1/chat/completions", json={"model": "gpt-4", "messages": []}, headers=AUTH,
+                         timeout=30)
     assert refused.status_code in (400, 404) and "error" in refused.json()
 
 
@@ -244,7 +270,7 @@ def test_a_client_that_leaves_frees_its_replicas_slot_at_once(cluster):
     def leave(i: int) -> None:
         body = {"model": "cascade", "stream": True, "max_tokens": 400, "cascade": {"threshold": 1e6},
                 "messages": [{"role": "user", "content": f"Go on and on, {i}."}]}
-        with httpx.stream("POST", f"{cluster}/v1/chat/completions", json=body, timeout=60) as r:
+        with httpx.stream("POST", f"{cluster}/v1/chat/completions", json=body, headers=AUTH, timeout=60) as r:
             chunks = 0
             for line in r.iter_lines():
                 chunks += line.startswith("data: {")
@@ -263,9 +289,48 @@ def test_a_client_that_leaves_frees_its_replicas_slot_at_once(cluster):
 def test_the_load_bench_sees_every_answer_and_both_replicas(cluster):
     from lab.api_load import run_load
 
-    load = run_load(cluster, concurrency=6, requests=12, max_tokens=8)
+    load = run_load(cluster, concurrency=6, requests=12, max_tokens=8, key=KEY)
     assert len(load.streams) == 12 and not load.lost and load.tokens_per_s > 0
     assert len(load.replicas()) == 2 and all(s.first_token_s is not None for s in load.streams)
+
+
+def bound_arguments(app) -> list:
+    """Every argument an application's deployments are bound with (what Ray pickles and keeps for each)."""
+    from ray.serve import Application
+
+    deployment = app._bound_deployment
+    out = []
+    for arg in [*deployment.init_args, *deployment.init_kwargs.values()]:
+        out += bound_arguments(arg) if isinstance(arg, Application) else [arg]
+    return out
+
+
+@pytest.mark.ray
+def test_the_key_is_in_no_deployments_arguments_nor_in_serves_status_yet_every_route_but_health_asks_for_it(
+        cluster, toy):
+    from ray import cloudpickle, serve
+    from ray.serve.context import _get_global_client
+
+    from cascade.api.replicas import build
+
+    flags = {"draft": str(toy.small), "target": str(toy.related), **TOY_FLAGS}
+    arguments = bound_arguments(build(flags, ApiSettings(api_key=KEY), Scaling(2, 2, replica_cpus=0)))
+    assert [a.api_key for a in arguments if isinstance(a, ApiSettings)] == ["", ""]  # Models' and Gateway's
+    assert arguments.count(True) == 2  # each is told a key was set, to refuse to start without one
+    assert KEY.encode() not in cloudpickle.dumps(arguments)
+    # What `serve status` and `serve config` print (and the dashboard shows) is read from these details.
+    assert KEY not in json.dumps(_get_global_client().get_serve_details(), default=str)
+    assert KEY not in repr(serve.status())
+
+    chat = {"model": "cascade", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}
+    for path, send in [("/v1/models", lambda **kw: httpx.get(f"{cluster}/v1/models", timeout=60, **kw)),
+                       ("/v1/chat/completions", lambda **kw: httpx.post(f"{cluster}/v1/chat/completions", json=chat,
+                                                                       timeout=60, **kw))]:
+        for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+            refused = send(headers=headers)
+            assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key", path
+        assert send(headers=AUTH).status_code == 200, path
+    assert httpx.get(f"{cluster}/health", timeout=60).status_code == 200  # open, as `serve`'s is
 
 
 def replica_actor(replica: str):

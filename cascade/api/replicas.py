@@ -1,12 +1,15 @@
 """The API past one machine (`build`, `app_builder`, `deploy`; docs/hosting.md): `Models` replicas on Ray Serve,
 each a pair behind `create_api`'s routes, and the `Gateway` ingress, which retries a dead replica's request once
-and answers 429 past the queue. Ray is optional and imported only where it is used."""
+and answers 429 past the queue. The API key reaches each of them from its own environment, never through the
+deployments' arguments. Ray is optional and imported only where it is used."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Mapping
@@ -21,6 +24,7 @@ from .server import ApiSettings, create_api
 log = logging.getLogger(__name__)
 
 APP_NAME = "cascade"
+KEY_VARIABLE = "CASCADE_API_KEY"  # as ApiSettings.from_environment reads it
 REPLICA_HEADER = b"x-cascade-replica"
 ATTEMPTS_HEADER = b"x-cascade-attempts"
 INSTALL = ("Ray Serve is not installed; install it with: pip install 'cascade-decoding[ray]' "
@@ -32,6 +36,19 @@ GRACEFUL_SHUTDOWN_S = 300.0
 # the parts of a request's scope an HTTP app reads (no server objects), sent to the replica
 SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "root_path",
               "query_string", "headers", "client", "server")
+
+
+def with_key(api: ApiSettings, keyed: bool, env: Mapping[str, str] | None = None) -> ApiSettings:
+    """`api` with the key of this process's environment (CASCADE_API_KEY): the one way the key reaches a replica,
+    so that it is never among the deployments' arguments, which Ray keeps and its tools may show. `keyed` (the
+    application was built with a key): with none in its environment, a replica refuses to start (RuntimeError)
+    rather than serve without one."""
+    key = (os.environ if env is None else env).get(KEY_VARIABLE, "")
+    if keyed and not key:
+        raise RuntimeError(f"the application was built with an API key, but {KEY_VARIABLE} is not set where this "
+                           "replica runs: set it where Ray starts (on a cluster, every node's environment before "
+                           "`ray start`; docs/hosting.md)")
+    return dataclasses.replace(api, api_key=key)
 
 
 class RayMissing(ImportError):
@@ -94,14 +111,15 @@ class Models:
     """One replica: a pair loaded before Ray routes to it, behind `create_api`'s routes; X-Cascade-Replica names it."""
 
     def __init__(self, flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None,
-                 service: Callable[[ModelConfig], EngineService] = EngineService) -> None:
+                 service: Callable[[ModelConfig], EngineService] = EngineService, keyed: bool = False) -> None:
         from ray import serve
 
         tune_interpreter()
+        settings = with_key(api or ApiSettings.from_environment(), keyed)  # before the load: a missing key fails fast
         self.replica = serve.get_replica_context().replica_id.unique_id
         self.service = service(model_config(dict(flags or {}), serving=True))
         self.service.engines()  # a load that fails fails the replica's start: Ray retries, then reports it
-        self.app = create_api(self.service, api or ApiSettings.from_environment())
+        self.app = create_api(self.service, settings)
 
     def check_health(self) -> None:
         """Ray's health check: raises while the service cannot answer (its load failed, or it has none)."""
@@ -156,9 +174,9 @@ class Models:
 class Gateway:
     """The ingress: each request sent on to a replica (once more if it died before answering; `replica_lost`)."""
 
-    def __init__(self, models: Any, api: ApiSettings | None = None) -> None:
+    def __init__(self, models: Any, api: ApiSettings | None = None, keyed: bool = False) -> None:
         self.models = models  # a DeploymentHandle to `Models`
-        self.queue = (api or ApiSettings.from_environment()).queue
+        self.queue = with_key(api or ApiSettings.from_environment(), keyed).queue
         self.ongoing = 0
 
     def __serve_build_asgi_app__(self) -> Callable:
@@ -238,17 +256,20 @@ async def respond(send: Callable, status: int, message: str, code: str, kind: st
 
 def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None, scaling: Scaling = Scaling(),
           service: Callable[[ModelConfig], EngineService] = EngineService) -> Any:
-    """`Gateway` in front of `Models` replicas with `scaling`; `flags` win over each replica's environment."""
+    """`Gateway` in front of `Models` replicas with `scaling`; `flags` win over each replica's environment. The key
+    is left out of the deployments' arguments: each replica reads CASCADE_API_KEY from its own environment, and
+    one built with a key in `api` (by default, from this environment) refuses to start without it (`with_key`)."""
     require_ray()
     from ray import serve
 
     flags = dict(flags or {})
     config = model_config(flags, serving=True)  # the settings each replica will read, checked here first
     api = api or ApiSettings.from_environment()
-    models = serve.deployment(Models, name="Models", **scaling.options(config)).bind(flags, api, service)
+    keyed, api = bool(api.api_key), dataclasses.replace(api, api_key="")
+    models = serve.deployment(Models, name="Models", **scaling.options(config)).bind(flags, api, service, keyed)
     gateway = serve.deployment(serve.ingress()(Gateway), name="Gateway", num_replicas=1,
                                max_ongoing_requests=api.queue + 8, ray_actor_options={"num_cpus": 0})
-    return gateway.bind(models, api)
+    return gateway.bind(models, api, keyed)
 
 
 def app_builder(args: Mapping[str, str] | None = None) -> Any:
