@@ -288,7 +288,28 @@ def test_a_wrong_or_missing_key_is_refused(server):
 
 def test_health_answers_beside_the_page_without_a_key(server):
     r = httpx.get(f"{server.url}/health")
-    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    assert r.json()["slots"] == {"total": 4, "busy": 0, "batched": False,
+                                 "waiting": {"interactive": 0, "background": 0}}
+
+
+def test_a_request_answered_whole_runs_behind_streamed_ones_then_its_slot_is_everyones_again(client, service,
+                                                                                         monkeypatch):
+    from cascade.engine.batching import BACKGROUND, INTERACTIVE
+    from cascade.engine.engine import Engine
+
+    seen = []
+    generate = Engine.generate
+
+    def watched(engine, *args, **kwargs):
+        seen.append(engine.pair.target.priority)
+        yield from generate(engine, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "generate", watched)
+    client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=4)
+    list(client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=4, stream=True))
+    assert seen == [BACKGROUND, INTERACTIVE]
+    assert all(e.pair.draft.priority == e.pair.target.priority == INTERACTIVE for e in service.engines())
 
 
 def test_a_browser_client_from_an_allowed_origin_may_call(server):

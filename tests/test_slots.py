@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from cascade.engine.batching import Call, Scheduler
+from cascade.engine.batching import BACKGROUND, Call, Scheduler
 from cascade.engine.config import GenerationConfig, ModelConfig
 from cascade.engine.engine import Engine
 from cascade.engine.events import Summary, TokenEvent
@@ -223,13 +223,52 @@ def test_by_default_each_call_is_decoded_alone_and_never_waits_for_the_others():
 
 
 def test_calls_are_decoded_oldest_first():
-    scheduler, context = Scheduler(), FakeContext()
-    pending = [call(context, s) for s in (2, 0, 1)]
-    scheduler._pending.extend(pending)  # three calls waiting while a step ran
+    clock = FakeClock()
+    scheduler, context = Scheduler(clock=clock), FakeContext()
+    for seq in (2, 0, 1):  # three calls waiting while a step ran
+        queued(scheduler, [call(context, seq)], clock)
+        clock.now += 0.01
+    drained(scheduler)
+    assert context.batches == [[(2, 1)], [(0, 1)], [(1, 1)]]
+
+
+def queued(scheduler: Scheduler, calls, clock) -> None:
+    """Calls handed to the scheduler at the clock's time, as `run` does, without a thread each."""
+    for c in calls:
+        c.since = clock()
+        scheduler._pending.append(c)
+
+
+def drained(scheduler: Scheduler) -> None:
     with scheduler._cond:
         while scheduler._pending:
             scheduler._lead()
+
+
+def test_a_person_watching_goes_before_an_older_background_request_and_health_counts_both():
+    clock = FakeClock()
+    scheduler, context = Scheduler(clock=clock), FakeContext()
+    background = [call(context, s) for s in (0, 1)]
+    for c in background:
+        c.priority = BACKGROUND
+    queued(scheduler, background, clock)
+    clock.now += 0.5
+    queued(scheduler, [call(context, 2)], clock)  # a streamed answer's call, younger
+    assert scheduler.waiting() == {"interactive": 1, "background": 2}
+    drained(scheduler)
     assert context.batches == [[(2, 1)], [(0, 1)], [(1, 1)]]
+
+
+def test_a_background_request_waits_no_longer_than_the_age_limit():
+    clock = FakeClock()
+    scheduler, context = Scheduler(clock=clock, age_limit_s=2.0), FakeContext()
+    old = call(context, 0)
+    old.priority = BACKGROUND
+    queued(scheduler, [old], clock)
+    clock.now += 2.0  # waited its age limit: it goes first, before a newer interactive call
+    queued(scheduler, [call(context, 1)], clock)
+    drained(scheduler)
+    assert context.batches == [[(0, 1)], [(1, 1)]]
 
 
 def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():

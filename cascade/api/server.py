@@ -23,6 +23,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from ..engine.batching import BACKGROUND, INTERACTIVE
 from ..engine.config import SettingError
 from ..engine.engine import ContextFull
 from ..engine.events import Event, Summary, TokenEvent
@@ -86,11 +87,26 @@ class Answer:
             if self.pump.cancelled:  # the client left while the request waited for an engine
                 return
             self.batched_slots = bool(getattr(engine.pair.config, "batch_slots", False))
-            for event in engine.generate(self.request.prompt, self.request.config, score=False):
-                if isinstance(event, Summary):
-                    step = engine.tuner.target_step.value
-                    self.target_tokens_per_s = 1.0 / step if step else None
-                yield event
+            # A person reading a stream goes first; a request answered whole (a title, tags) waits for them.
+            with in_class(engine, INTERACTIVE if self.request.stream else BACKGROUND):
+                for event in engine.generate(self.request.prompt, self.request.config, score=False):
+                    if isinstance(event, Summary):
+                        step = engine.tuner.target_step.value
+                        self.target_tokens_per_s = 1.0 / step if step else None
+                    yield event
+
+
+@contextlib.contextmanager
+def in_class(engine: Any, priority: int) -> Iterator[None]:
+    """The engine's calls in `priority`'s class for the block, then back to interactive (the page's)."""
+    set_priority = getattr(engine, "set_priority", None)
+    if set_priority is not None:
+        set_priority(priority)
+    try:
+        yield
+    finally:
+        if set_priority is not None:
+            set_priority(INTERACTIVE)
 
 
 def _error(e: BaseException) -> ApiError:
@@ -309,10 +325,12 @@ class _Api:
                                    "invalid_request_error"))
 
     async def health(self, http: HttpRequest) -> JSONResponse:
-        """llama-server's health check (no key): 200 once loaded, else 503 with the state and any reason."""
+        """llama-server's health check (no key): 200 once loaded, with the slots (busy, waiting by class), else 503
+        with the state and any reason."""
         state, reason = self.service.status()
         if state == "ok":
-            return JSONResponse({"status": "ok"})
+            slots = getattr(self.service, "slots", lambda: None)()
+            return JSONResponse({"status": "ok", **({"slots": slots} if slots else {})})
         wait = LOADING_RETRY_AFTER_S if state == "loading" else self.service.retry_in_s()
         return _AsciiJSON({"status": state, **({"error": reason} if reason else {})}, status_code=503,
                           headers={"Retry-After": str(max(1, math.ceil(wait)))})

@@ -26,6 +26,10 @@ def on_decoding_thread(work, *args, **kwargs):
     return _DECODER.submit(work, *args, **kwargs).result()
 
 MAX_WAIT_S = 0.01  # longer than a generation's Python between two model calls, far shorter than a decode
+# A call's class: a person watching (a streamed answer, the page) goes before a background request (a title or
+# tags an API client asked for without streaming), which goes first all the same once it has waited AGE_LIMIT_S.
+INTERACTIVE, BACKGROUND = 0, 1
+AGE_LIMIT_S = 2.0
 
 
 @dataclass(eq=False)
@@ -44,6 +48,8 @@ class Call:
     error: BaseException | None = None
     step: int | None = None  # the scheduler's step that decoded it (1 for the first)
     shared: bool = False  # decoded in one batch with another sequence's call
+    priority: int = INTERACTIVE
+    since: float = 0.0  # when it was handed to the scheduler (its clock)
 
 
 class Scheduler:
@@ -51,8 +57,9 @@ class Scheduler:
     model in one batch."""
 
     def __init__(self, max_wait_s: float = MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter,
-                 batch: bool = False) -> None:
+                 batch: bool = False, age_limit_s: float = AGE_LIMIT_S) -> None:
         self.batch = batch
+        self.age_limit_s = age_limit_s
         self.max_wait_s = max_wait_s
         self.clock = clock  # what `max_wait_s` is counted on
         self._cond = threading.Condition()
@@ -80,9 +87,16 @@ class Scheduler:
             return len(self._active)
 
     # -- calls ---------------------------------------------------------------------------------------
+    def waiting(self) -> dict[str, int]:
+        """Calls waiting for a decode, by class."""
+        with self._cond:
+            background = sum(c.priority == BACKGROUND for c in self._pending)
+            return {"interactive": len(self._pending) - background, "background": background}
+
     def run(self, call: Call) -> None:
         """Decode `call` in the next step that takes it; raise what that decode raised."""
         with self._cond:
+            call.since = self.clock()
             self._pending.append(call)
             self._cond.notify_all()
             while not call.done:
@@ -142,15 +156,21 @@ class Scheduler:
         waiting = {c.seq for c in self._pending}
         return all(slot in waiting for slot in self._active)
 
+    def _first(self) -> Call:
+        """The call to decode next: the oldest interactive one, or a background one that waited its age limit."""
+        now = self.clock()
+        return min(self._pending, key=lambda c: (c.priority == BACKGROUND and now - c.since < self.age_limit_s,
+                                                 c.since))
+
     def _take(self) -> list[Call]:
-        """The oldest call, and (`batch`) every later one on the same model and mode that fits in its batch."""
-        first = self._pending[0]
+        """The first call (`_first`), and (`batch`) every other one on the same model and mode that fits beside."""
+        first = self._first()
         if not self.batch:
             self._pending.remove(first)
             return [first]
         room = first.context.n_batch
         calls = []
-        for call in self._pending:
+        for call in [first] + [c for c in self._pending if c is not first]:
             if call.context is first.context and (call.hidden is None) == (first.hidden is None) \
                     and len(call.tokens) <= room and all(c.seq != call.seq for c in calls):
                 calls.append(call)

@@ -31,6 +31,10 @@ class Engine:
         self.router = router
         self.tuner = tuner or AutoTuner()
 
+    def set_priority(self, priority: int) -> None:
+        """Whether this engine's calls go before others' (`batching.INTERACTIVE`) or after (`BACKGROUND`)."""
+        self.pair.draft.priority = self.pair.target.priority = priority
+
     def slots(self) -> list["Engine"]:
         """This engine and one per further slot of its pair (`ModelPair.slots`), sharing router and tuner."""
         return [self] + [Engine(pair, self.router, self.tuner) for pair in self.pair.slots()[1:]]

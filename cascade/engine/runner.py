@@ -9,7 +9,7 @@ from typing import Sequence
 import llama_cpp
 import numpy as np
 
-from .batching import Call, SharedContext
+from .batching import INTERACTIVE, Call, SharedContext
 from .events import ModelStats
 
 SHARED_CHUNK = 64  # tokens per call of a long read in a shared context: other slots wait one short step
@@ -38,6 +38,7 @@ class ModelRunner:
         self.stats = ModelStats()
         self.n_embd = self.context.n_embd
         self._hidden: np.ndarray | None = None  # the last `advance_hidden`'s hidden states, while it runs
+        self.priority = INTERACTIVE  # its calls' class for the scheduler (`batching.BACKGROUND`: after others)
 
     def sibling(self, seq: int) -> "ModelRunner":
         """A cursor for another sequence of the same context (another slot)."""
@@ -135,7 +136,8 @@ class ModelRunner:
 
     def _decode(self, chunk: Sequence[int], wanted: Sequence[int], logits: np.ndarray,
                 hidden: np.ndarray | None) -> None:
-        call = Call(self.context, self.seq, chunk, len(self.tokens), wanted, logits, hidden, keep=self._drop_from)
+        call = Call(self.context, self.seq, chunk, len(self.tokens), wanted, logits, hidden, keep=self._drop_from,
+                    priority=self.priority)
         self._drop_from = None
         try:
             self.context.scheduler.run(call)

@@ -11,7 +11,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..engine import memory
 from ..engine.config import ModelConfig
@@ -108,6 +108,16 @@ class EngineService:
             return ("ok", "") if self.ready() else ("loading", "")
         except ModelError as e:
             return "error", public_message(e)
+
+    def slots(self) -> dict[str, Any] | None:
+        """The slots now (None before the models load): how many, how many busy, whether they batch, and the
+        model calls waiting for a decode by class (a person watching first; `batching.AGE_LIMIT_S`)."""
+        engines = self._engines
+        if not engines:
+            return None
+        scheduler = engines[0].pair.draft.context.scheduler
+        return {"total": len(engines), "busy": len(engines) - self._free.qsize(), "batched": scheduler.batch,
+                "waiting": scheduler.waiting()}
 
     def retry_in_s(self) -> float:
         """Seconds until a failed load is tried again (0 when none is remembered): a 503's Retry-After."""
