@@ -290,7 +290,31 @@ def test_health_answers_beside_the_page_without_a_key(server):
     r = httpx.get(f"{server.url}/health")
     assert r.status_code == 200 and r.json()["status"] == "ok"
     assert r.json()["slots"] == {"total": 4, "busy": 0, "batched": False,
-                                 "waiting": {"interactive": 0, "background": 0}}
+                                 "waiting": {"interactive": 0, "background": 0},
+                                 "waiting_calls": {"interactive": 0, "background": 0}}
+
+
+def test_one_client_past_its_own_queue_is_told_when_to_come_back_and_others_are_not(service):
+    from types import SimpleNamespace
+
+    from cascade.api.fields import ApiError
+    from cascade.api.server import _Api, client_of
+
+    api = _Api(service, ApiSettings(client_queue=2))
+    places = [api.take_place("10.0.0.1"), api.take_place("10.0.0.1")]
+    with pytest.raises(ApiError) as refused:
+        api.take_place("10.0.0.1")
+    reply = api.reply(refused.value)
+    assert reply.status_code == 429 and reply.headers["Retry-After"] == "5"
+    assert json.loads(reply.body)["error"]["code"] == "client_queue_full"
+    api.take_place("10.0.0.2")()  # another client is not refused
+    places[0]()
+    api.take_place("10.0.0.1")()  # a place given back is the client's again
+    # Who a request comes from: its address, and the key it sends where it sends one.
+    http = lambda key=None: SimpleNamespace(client=SimpleNamespace(host="10.0.0.1"),  # noqa: E731
+                                            headers={"authorization": f"Bearer {key}"} if key else {})
+    assert client_of(http()) == "10.0.0.1"
+    assert client_of(http("alice")) != client_of(http("bob")) and "alice" not in client_of(http("alice"))
 
 
 def test_a_request_answered_whole_runs_behind_streamed_ones_then_its_slot_is_everyones_again(client, service,

@@ -46,3 +46,19 @@ def test_a_comparison_that_finished_is_no_longer_recorded():
         on_pump(pump := object())
         assert comparisons._running == {"visitor": pump}
     assert comparisons._running == {}
+
+
+def test_a_page_visitor_asks_for_a_slot_as_a_client_of_its_own():
+    from cascade.ui.generate import lent_engine
+
+    asked = []
+
+    def lease(progress, asker=None):
+        asked.append(asker)
+        return "engine"
+
+    with lent_engine(lease, lambda *a, **k: None, visitor="session-1") as engine:
+        assert engine == "engine"
+    assert asked[0].client == "page session-1" and asked[0].interactive
+    with lent_engine(lambda progress: "engine", lambda *a, **k: None, visitor="session-1") as engine:
+        assert engine == "engine"  # a provider that takes no asker (a plain engine) is called as before

@@ -1,19 +1,22 @@
 """The OpenAI-compatible HTTP API (`create_api`): /v1/models, /v1/chat/completions, /v1/completions and
 llama-server's /health, over the page's `EngineService`, each request in a pump thread of its own; a client
 that leaves stops its generation, and every refusal, whatever the request, is in OpenAI's error shape.
-Environment: CASCADE_API_KEY, CASCADE_API_CORS, CASCADE_API_QUEUE (past it, 429), CASCADE_API_LOAD_WAIT."""
+Environment: CASCADE_API_KEY, CASCADE_API_CORS, CASCADE_API_QUEUE (past it, 429), CASCADE_API_CLIENT_QUEUE (one
+client's requests waiting or running; past it, 429), CASCADE_API_LOAD_WAIT."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import hashlib
 import hmac
 import json
 import logging
 import math
 import os
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
@@ -29,6 +32,7 @@ from ..engine.engine import ContextFull
 from ..engine.events import Event, Summary, TokenEvent
 from ..engine.models import ModelError
 from ..engine.prompt import PromptError
+from ..serving.lender import Asker
 from ..serving.messages import model_name, public_message
 from ..serving.pump import EventPump
 from ..serving.service import EngineService
@@ -38,6 +42,9 @@ from .protocol import ApiError, Request, refused
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE = 64  # as many as the page's own queue holds (app.py's max_size)
+# One client's requests waiting or running: a chat app's answer, title, tags and follow-ups, several times over.
+DEFAULT_CLIENT_QUEUE = 16
+CLIENT_RETRY_AFTER_S = 5  # what a client past its own queue is asked to wait
 # How long a request waits for the models to load before a 503: a load from disk many times over, well
 # under a client's own patience (the `openai` library waits 600 s).
 DEFAULT_LOAD_WAIT_S = 120.0
@@ -51,6 +58,7 @@ class ApiSettings:
     cors: tuple[str, ...] = ()  # origins allowed to call from a browser ("*" for any)
     queue: int = DEFAULT_QUEUE
     load_wait_s: float = DEFAULT_LOAD_WAIT_S  # 0: a request while the models load is told at once (503)
+    client_queue: int = DEFAULT_CLIENT_QUEUE
 
     @classmethod
     def from_environment(cls, env: dict[str, str] | None = None) -> "ApiSettings":
@@ -58,7 +66,9 @@ class ApiSettings:
         cors = tuple(o.strip() for o in env.get("CASCADE_API_CORS", "").split(",") if o.strip())
         queue = _from_env(env, "CASCADE_API_QUEUE", int, DEFAULT_QUEUE, "a whole number")
         wait = _from_env(env, "CASCADE_API_LOAD_WAIT", float, DEFAULT_LOAD_WAIT_S, "a number of seconds")
-        return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue), load_wait_s=max(0.0, wait))
+        client_queue = _from_env(env, "CASCADE_API_CLIENT_QUEUE", int, DEFAULT_CLIENT_QUEUE, "a whole number")
+        return cls(api_key=env.get("CASCADE_API_KEY", ""), cors=cors, queue=max(1, queue), load_wait_s=max(0.0, wait),
+                   client_queue=max(1, client_queue))
 
 
 def _from_env(env: dict[str, str], name: str, kind: type, default: Any, words: str) -> Any:
@@ -76,14 +86,14 @@ def _from_env(env: dict[str, str], name: str, kind: type, default: Any, words: s
 class Answer:
     """One request's generation in a pump's thread (no scoring pass), and the target's speed for the timings."""
 
-    def __init__(self, service: EngineService, request: Request) -> None:
-        self.service, self.request = service, request
+    def __init__(self, service: EngineService, request: Request, client: str | None = None) -> None:
+        self.service, self.request, self.client = service, request, client
         self.target_tokens_per_s: float | None = None
         self.batched_slots = False  # whether the slots decode requests together (`--batch-slots`)
         self.pump = EventPump(self._events(), name="cascade-api-request")
 
     def _events(self) -> Iterator[Event]:
-        with self.service.lease() as engine:
+        with self.service.lease(asker=Asker(self.client, interactive=self.request.stream)) as engine:
             if self.pump.cancelled:  # the client left while the request waited for an engine
                 return
             self.batched_slots = bool(getattr(engine.pair.config, "batch_slots", False))
@@ -228,6 +238,7 @@ class _Api:
     def __init__(self, service: EngineService, settings: ApiSettings) -> None:
         self.service, self.settings = service, settings
         self.waiting = 0  # requests that wait or run
+        self.by_client: Counter[str] = Counter()  # the same, by client
         self.lock = threading.Lock()
 
     def check_key(self, http: HttpRequest) -> None:
@@ -250,13 +261,19 @@ class _Api:
         raise ApiError(503, f"the models are still loading after {wait_s:g} s; try again in a moment",
                        kind="server_error", code="models_loading", retry_after_s=LOADING_RETRY_AFTER_S)
 
-    def take_place(self) -> Callable[[], None]:
-        """A place among the requests that wait or run (429 when none is free), and its give-back, once."""
+    def take_place(self, client: str = "") -> Callable[[], None]:
+        """A place among the requests that wait or run (429 when none is free, or when `client` has its own queue
+        full), and its give-back, once."""
         with self.lock:
             if self.waiting >= self.settings.queue:
                 raise ApiError(429, f"{self.settings.queue} requests are already waiting or running; try again "
                                     "soon", kind="rate_limit_error", code="queue_full")
+            if self.by_client[client] >= self.settings.client_queue:
+                raise ApiError(429, f"you have {self.settings.client_queue} requests waiting or running already; "
+                                    "try again once one has finished", kind="rate_limit_error", code="client_queue_full",
+                               retry_after_s=CLIENT_RETRY_AFTER_S)
             self.waiting += 1
+            self.by_client[client] += 1
         given_back = threading.Event()
 
         def give_back() -> None:
@@ -264,10 +281,13 @@ class _Api:
                 if not given_back.is_set():
                     given_back.set()
                     self.waiting -= 1
+                    self.by_client[client] -= 1
+                    if self.by_client[client] <= 0:
+                        del self.by_client[client]
         return give_back
 
-    async def answer(self, request: Request) -> Any:
-        give_back = self.take_place()  # before waiting for the models: those who wait count in the queue
+    async def answer(self, request: Request, client: str = "") -> Any:
+        give_back = self.take_place(client)  # before waiting for the models: those who wait count in the queue
         run: Answer | None = None
 
         def finish() -> None:
@@ -279,7 +299,7 @@ class _Api:
         streaming = False
         try:
             await self.models_ready()
-            run = Answer(self.service, request)
+            run = Answer(self.service, request, client)
             events = run.pump.start().stream()
             try:  # an error before the first event is an HTTP error, not a broken stream
                 first = await events.__anext__()
@@ -299,7 +319,9 @@ class _Api:
                 finish()
 
     def reply(self, e: ApiError) -> JSONResponse:
-        """An error in OpenAI's shape; every 503 says when to try again (Retry-After)."""
+        """An error in OpenAI's shape; every 503, and a 429 that knows, says when to try again (Retry-After)."""
+        if e.status == 429 and e.retry_after_s is not None:
+            return _AsciiJSON(e.body(), status_code=429, headers={"Retry-After": str(max(1, math.ceil(e.retry_after_s)))})
         if e.status != 503:
             return _AsciiJSON(e.body(), status_code=e.status)
         seconds = e.retry_after_s if e.retry_after_s is not None else self.service.retry_in_s() or LOADING_RETRY_AFTER_S
@@ -344,8 +366,16 @@ class _Api:
         """A completions route: the key checked, the body read into a `Request` by `read`, then answered."""
         async def route(http: HttpRequest) -> Any:
             self.check_key(http)
-            return await self.answer(read(await _body_of(http)))
+            return await self.answer(read(await _body_of(http)), client_of(http))
         return route
+
+
+def client_of(http: HttpRequest) -> str:
+    """Who a request comes from, for its fair share: its address, and the key it sends (hashed) where it sends one
+    (people behind one address with keys of their own are told apart)."""
+    address = http.client.host if http.client else "unknown"
+    token = http.headers.get("authorization", "").partition(" ")[2].strip()
+    return f"{address} key {hashlib.sha256(token.encode()).hexdigest()[:12]}" if token else address
 
 
 def create_api(service: EngineService, settings: ApiSettings | None = None, app: FastAPI | None = None) -> FastAPI:

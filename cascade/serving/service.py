@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from ..engine.catalog import Size
 from ..engine.models import (FAMILY, Located, ModelError, ModelPair, catalog_size, check_memory, fetch, load_pair,
                              local_model, locate, pair_need, parse_model_spec)
 from ..routing.router import Router, load_router, router_words
+from .lender import Asker, Lender
 from .messages import model_name, public_message
 from .settings import model_config
 
@@ -43,7 +43,7 @@ class EngineService:
         self._loader = loader
         self._warm = warm or warm_up
         self._engines: list[Engine] = []
-        self._free: queue.Queue[Engine] = queue.Queue()
+        self._free: Lender[Engine] = Lender(clock=clock)
         self._lock = threading.Lock()  # held while loading, and while a switch swaps the pair: leases wait
         self._switching = threading.Lock()  # one switch at a time
         self._started: str | None = None  # the target before the first switch
@@ -110,14 +110,14 @@ class EngineService:
             return "error", public_message(e)
 
     def slots(self) -> dict[str, Any] | None:
-        """The slots now (None before the models load): how many, how many busy, whether they batch, and the
-        model calls waiting for a decode by class (a person watching first; `batching.AGE_LIMIT_S`)."""
+        """The slots now (None before the models load): how many, how many busy, whether they batch, the requests
+        waiting for one and the model calls waiting for a decode, by class (a person watching first)."""
         engines = self._engines
         if not engines:
             return None
         scheduler = engines[0].pair.draft.context.scheduler
         return {"total": len(engines), "busy": len(engines) - self._free.qsize(), "batched": scheduler.batch,
-                "waiting": scheduler.waiting()}
+                "waiting": self._free.waiting(), "waiting_calls": scheduler.waiting()}
 
     def retry_in_s(self) -> float:
         """Seconds until a failed load is tried again (0 when none is remembered): a 503's Retry-After."""
@@ -136,10 +136,11 @@ class EngineService:
         return self.engines(progress)[0]
 
     @contextmanager
-    def lease(self, progress: Progress = lambda _msg: None) -> Iterator[Engine]:
-        """An engine no other request is using, for the length of the `with` block (waits for one)."""
+    def lease(self, progress: Progress = lambda _msg: None, asker: Asker = Asker()) -> Iterator[Engine]:
+        """An engine no other request is using, for the length of the `with` block: waits for `asker`'s turn
+        (`lender.Lender`: a client's fair share, a person watching first)."""
         self.engines(progress)
-        engine = self._free.get()
+        engine = self._free.get(asker)
         try:
             yield engine
         finally:

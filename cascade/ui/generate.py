@@ -21,6 +21,7 @@ from ..engine.models import ModelError
 from ..engine.policies import POLICY_TABLE, offered as offered_policies
 from ..engine.prompt import PromptError
 from ..routing.curves import rule_curves
+from ..serving.lender import Asker
 from ..serving.messages import SERVER_TROUBLE, public_message
 from ..serving.pump import EventPump
 from . import chart, conversation, paysmap, rulewords, sentences, tokens
@@ -64,19 +65,29 @@ class EngineUnavailable(Exception):
 
 
 @contextmanager
-def lent_engine(engine_provider: EngineProvider, progress: gr.Progress) -> Iterator[Engine]:
-    """The engine the provider returns or lends for one request; EngineUnavailable if it cannot load."""
+def lent_engine(engine_provider: EngineProvider, progress: gr.Progress, visitor: str | None = None
+                ) -> Iterator[Engine]:
+    """The engine the provider returns or lends for one request (a visitor's, where the provider takes an
+    `asker`: `EngineService.lease`); EngineUnavailable if it cannot load."""
     def report(message: str) -> None:  # shown over the text box while the models load (first run only)
         progress(0.0, desc=f"First run: {message}…")
 
     with ExitStack() as stack:
         try:
-            answer = engine_provider(report)
+            answer = (engine_provider(report, asker=Asker(f"page {visitor}")) if visitor is not None
+                      and takes_asker(engine_provider) else engine_provider(report))
             engine = stack.enter_context(answer) if hasattr(answer, "__enter__") else answer
         except ModelError as e:
             log.error("model loading failed: %s", e)
             raise EngineUnavailable(public_message(e)) from e
         yield engine
+
+
+def takes_asker(engine_provider: EngineProvider) -> bool:
+    try:
+        return "asker" in inspect.signature(engine_provider).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 Finished = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
@@ -169,10 +180,11 @@ def make_generate(engine_provider: EngineProvider, comparisons: Comparisons | No
         bound.apply_defaults()
         values = bound.arguments
         settings = {name: values[name] for name in SETTINGS}
+        visitor = visitor_of(values["request"])
         if comparisons is not None:
-            comparisons.end(visitor_of(values["request"]))
+            comparisons.end(visitor)
         for update in generate_updates(engine_provider, values["prompt"], values["mode"], settings,
-                                       values["progress"], values["shown"]):
+                                       values["progress"], values["shown"], visitor):
             yield update.values(GENERATE_OUTPUTS)
 
     generate.__signature__ = GENERATE_SIGNATURE  # type: ignore[attr-defined]
@@ -188,8 +200,9 @@ def started(run: Run) -> Update:
 
 
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
-                     progress: gr.Progress, shown: Run | None = None) -> Iterator[Update]:
-    """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds."""
+                     progress: gr.Progress, shown: Run | None = None, visitor: str | None = None) -> Iterator[Update]:
+    """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds;
+    `visitor` (a browser session) is the client whose fair share of the slots it takes."""
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
         config = request_config(mode, settings)
@@ -199,7 +212,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     run = Run(prompt, config, earlier=conversation.turns_of(config.history, shown if isinstance(shown, Run) else None))
     yield started(run)
     try:
-        with lent_engine(engine_provider, progress) as engine:
+        with lent_engine(engine_provider, progress, visitor) as engine:
             try:
                 config.check_router(getattr(engine, "router", None) is not None)
             except RouterMissing as e:
@@ -254,8 +267,9 @@ def make_compare(engine_provider: EngineProvider, comparisons: Comparisons | Non
 
     def compare(run: Run | None, progress=gr.Progress(track_tqdm=True),
                 request: gr.Request = None) -> Iterator[tuple]:  # type: ignore[assignment]
-        with comparisons.running(visitor_of(request)) as on_pump:
-            for update in compare_updates(engine_provider, run, progress, on_pump):
+        visitor = visitor_of(request)
+        with comparisons.running(visitor) as on_pump:
+            for update in compare_updates(engine_provider, run, progress, on_pump, visitor):
                 yield update.values(COMPARE_OUTPUTS)
 
     return compare
@@ -280,7 +294,8 @@ SUPERSEDED_HOLD_S = 0.5
 
 
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress,
-                    on_pump: Callable[[EventPump], Any] = lambda pump: None) -> Iterator[Update]:
+                    on_pump: Callable[[EventPump], Any] = lambda pump: None,
+                    visitor: str | None = None) -> Iterator[Update]:
     """The big model alone on the run's request, then each rule's curve from its text (`rules_update`)."""
     if run is None or run.running or run.summary is None:
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
@@ -288,7 +303,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         return
     yield alone_writing(())  # as `started`: from here on Stop or a newer run can close this generator
     try:
-        with lent_engine(engine_provider, progress) as engine:
+        with lent_engine(engine_provider, progress, visitor) as engine:
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
             events, alone = yield from pumped(
                 engine.generate(run.prompt, run.config.replace(policy="target"), mark_written=True),

@@ -1,0 +1,98 @@
+"""Who gets the next free slot (`Lender`): the engines of the loaded pair, lent one per request. A client holding
+its share of the slots while others wait goes after them; then a person watching (a stream, the page) before a
+background request, which goes first all the same once it has waited `AGE_LIMIT_S`; then the oldest."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+from ..engine.batching import AGE_LIMIT_S
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks for a slot: a client (an API key, else an address; a page visitor's session; None: unnamed) and
+    whether a person watches the answer as it is written."""
+
+    client: str | None = None
+    interactive: bool = True
+
+
+@dataclass(eq=False)
+class _Waiting:
+    asker: Asker
+    since: float
+
+
+class Lender(Generic[T]):
+    """A pool of engines lent one at a time to whoever `_next` names among those waiting."""
+
+    def __init__(self, age_limit_s: float = AGE_LIMIT_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.age_limit_s, self._clock = age_limit_s, clock
+        self._cond = threading.Condition()
+        self._free: list[T] = []
+        self._waiting: list[_Waiting] = []
+        self._held: Counter[str | None] = Counter()  # slots held, by client
+        self._holder: dict[int, str | None] = {}  # id(engine) -> the client it is lent to
+
+    def put(self, engine: T) -> None:
+        """An engine back in the pool (or added to it)."""
+        with self._cond:
+            if id(engine) in self._holder:
+                client = self._holder.pop(id(engine))
+                self._held[client] -= 1
+                if self._held[client] <= 0:
+                    del self._held[client]
+            self._free.append(engine)
+            self._cond.notify_all()
+
+    def get(self, asker: Asker = Asker()) -> T:
+        """A free engine, once it is this asker's turn (`_next`); waits as long as that takes."""
+        with self._cond:
+            me = _Waiting(asker, self._clock())
+            self._waiting.append(me)
+            try:
+                while not (self._free and self._next() is me):
+                    self._cond.wait()
+                engine = self._free.pop()
+                self._holder[id(engine)] = asker.client
+                self._held[asker.client] += 1
+                return engine
+            finally:
+                self._waiting.remove(me)
+                self._cond.notify_all()  # the next in turn may take another free engine
+
+    def qsize(self) -> int:
+        """Engines free now."""
+        with self._cond:
+            return len(self._free)
+
+    def waiting(self) -> dict[str, int]:
+        """Requests waiting for a slot, by class."""
+        with self._cond:
+            interactive = sum(w.asker.interactive for w in self._waiting)
+            return {"interactive": interactive, "background": len(self._waiting) - interactive}
+
+    def share(self) -> int:
+        """The slots a client may hold while others wait: all of them, shared evenly among the clients present."""
+        total = len(self._free) + sum(self._held.values())
+        clients = set(self._held) | {w.asker.client for w in self._waiting}
+        return max(1, math.ceil(total / max(1, len(clients))))
+
+    def _next(self) -> _Waiting:
+        """(Holding the condition.) Who the next free engine goes to."""
+        now, share = self._clock(), self.share()
+
+        def turn(w: _Waiting) -> tuple:
+            over_share = w.asker.client is not None and self._held[w.asker.client] >= share
+            waits_for_people = not w.asker.interactive and now - w.since < self.age_limit_s
+            return over_share, waits_for_people, w.since
+
+        return min(self._waiting, key=turn)
