@@ -9,21 +9,24 @@ environment the local Ray was started in, as a node's would be: every request se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from cascade import ModelConfig
 from cascade.api import protocol
-from cascade.api.replicas import APP_NAME, KEY_VARIABLE, Scaling, app_builder, with_key
+from cascade.api.replicas import APP_NAME, KEY_VARIABLE, Gateway, Scaling, app_builder, models_state, with_key
 from cascade.api.server import ApiSettings
 
 from .helpers import ROOT, engine_for, free_port
@@ -126,6 +129,60 @@ def test_a_replica_takes_the_key_from_its_environment_and_will_not_start_without
     assert with_key(api, keyed=False, env={KEY_VARIABLE: KEY}).api_key == KEY  # a node's key is always kept
     with pytest.raises(RuntimeError, match=f"{KEY_VARIABLE} is not set where this replica runs"):
         with_key(api, keyed=True, env={})
+
+
+def serve_status(status: str, running: int, message: str = "") -> SimpleNamespace:
+    """What `serve.status()` says of an application `cascade` whose Models deployment is in `status`."""
+    models = SimpleNamespace(status=SimpleNamespace(value=status), replica_states={"RUNNING": running} if running
+                             else {"STARTING": 1}, message=message)
+    return SimpleNamespace(applications={APP_NAME: SimpleNamespace(deployments={"Models": models})})
+
+
+def test_the_gateways_health_is_ok_while_any_replica_runs_and_says_why_none_does():
+    assert models_state(serve_status("HEALTHY", 2), APP_NAME) == ("ok", "")
+    assert models_state(serve_status("UNHEALTHY", 1), APP_NAME) == ("ok", "")  # one of two replaced: one answers
+    assert models_state(serve_status("UPDATING", 0), APP_NAME) == ("loading", "")
+    assert models_state(SimpleNamespace(applications={}), APP_NAME) == ("loading", "")
+    failed = serve_status("DEPLOY_FAILED", 0, "Traceback ...\ncascade.engine.models.ModelError: draft model file "
+                                              "not found: /srv/models/small.gguf")
+    assert models_state(failed, APP_NAME) == ("error", "no replica is running: draft model file not found: small.gguf")
+
+
+class NoReplicas:
+    """A `Models` handle that fails the test if the gateway sends it anything."""
+
+    def options(self, **_kwargs):
+        raise AssertionError("the gateway sent a request it answers itself on to a replica")
+
+
+def test_the_gateway_answers_health_the_model_list_and_preflights_itself_with_the_replicas_key_rules(toy, monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, KEY)
+    flags = {"draft": str(toy.small), "target": str(toy.related)}
+    gateway = Gateway(NoReplicas(), ApiSettings(cors=("https://chat.example",)), flags, keyed=True)
+    states = iter([("loading", ""), ("ok", "")])
+    gateway.read_state = lambda: next(states, ("ok", ""))
+    reads: list[str] = []
+
+    async def calls() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=gateway.__serve_build_asgi_app__())
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            first = await client.get("/health")  # no replica known to run: waits for a reading ("loading")
+            then = await client.get("/v1/health")  # still none known: a reading again ("ok")
+            gateway.read_state = lambda: reads.append("read") or ("ok", "")  # from here, the last reading answers
+            return [first, then, await client.get("/v1/models"),
+                    await client.get("/v1/models", headers=AUTH),
+                    await client.options("/v1/chat/completions", headers={
+                        "Origin": "https://chat.example", "Access-Control-Request-Method": "POST"})]
+
+    loading, health, refused, models, preflight = asyncio.run(calls())
+    assert not reads  # a replica known to run: nothing waited for Serve (its next reading is STATE_REFRESH_S away)
+    assert loading.status_code == 503 and loading.json()["status"] == "loading" and loading.headers["retry-after"]
+    assert health.status_code == 200 and health.json() == {"status": "ok"}  # open, as `serve`'s /health is
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+    assert [m["id"] for m in models.json()["data"]] == protocol.offered_models()
+    assert models.json()["data"][0]["cascade"]["target"] == toy.related.name
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == "https://chat.example"
 
 
 # ---- on a local Ray -----------------------------------------------------------------------------------
@@ -237,15 +294,16 @@ def ask(url: str, prompt: str, max_tokens: int = MAX_TOKENS, answer: Answer | No
 
 
 @pytest.mark.ray
-def test_the_apis_routes_answer_through_the_proxy_each_naming_its_replica(cluster):
+def test_the_apis_routes_answer_through_the_proxy_the_gateway_its_own_the_replicas_each_naming_itself(cluster):
     models = httpx.get(f"{cluster}/v1/models", headers=AUTH, timeout=30)
     assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == protocol.offered_models()
-    assert models.headers["x-cascade-replica"] and models.headers["x-cascade-attempts"] == "1"
+    assert "x-cascade-replica" not in models.headers  # the gateway's own answer
     health = httpx.get(f"{cluster}/health", timeout=30)
-    assert health.status_code == 200 and health.json()["status"] == "ok" and health.headers["x-cascade-replica"]
+    assert health.status_code == 200 and health.json()["status"] == "ok" and "x-cascade-replica" not in health.headers
     refused = httpx.post(f"{cluster}/v1/chat/completions", json={"model": "gpt-4", "messages": []}, headers=AUTH,
                          timeout=30)
     assert refused.status_code in (400, 404) and "error" in refused.json()
+    assert refused.headers["x-cascade-replica"] and refused.headers["x-cascade-attempts"] == "1"
 
 
 @pytest.mark.ray
@@ -292,6 +350,53 @@ def test_the_load_bench_sees_every_answer_and_both_replicas(cluster):
     load = run_load(cluster, concurrency=6, requests=12, max_tokens=8, key=KEY)
     assert len(load.streams) == 12 and not load.lost and load.tokens_per_s > 0
     assert len(load.replicas()) == 2 and all(s.first_token_s is not None for s in load.streams)
+
+
+@pytest.mark.ray
+def test_health_and_the_model_list_answer_at_once_while_every_slot_is_busy_and_more_wait(cluster):
+    """Each replica's calls count against its max_ongoing_requests (twice its one slot here): six long answers
+    fill both replicas and two more wait in Ray's router. Sent on to a replica, /health and /v1/models would wait
+    behind them all (8 s an answer at least); the gateway answers them itself, while every answer is still being
+    written and the two waiting ones have not begun. Prints what each answer took (pytest -s shows it)."""
+    stop = threading.Event()
+    answers = [Answer() for _ in range(6)]
+
+    def hold(i: int) -> None:
+        """A long answer, read until `stop` (then the client leaves, which frees its slot at once)."""
+        body = {"model": "cascade", "stream": True, "max_tokens": 400, "cascade": {"threshold": 1e6},
+                "messages": [{"role": "user", "content": f"Go on and on, {i}."}]}
+        with httpx.stream("POST", f"{cluster}/v1/chat/completions", json=body, headers=AUTH, timeout=90) as r:
+            answers[i].replica = r.headers.get("x-cascade-replica", "")
+            for line in r.iter_lines():
+                answers[i].done |= line == "data: [DONE]"
+                if line.startswith("data: {"):
+                    answers[i].started.set()
+                if stop.is_set():
+                    return
+
+    with ThreadPoolExecutor(len(answers)) as pool:
+        holders = [pool.submit(hold, i) for i in range(len(answers))]
+        try:
+            deadline = time.monotonic() + 60
+            while len({a.replica for a in answers if a.started.is_set()}) < 2:  # both replicas write
+                assert time.monotonic() < deadline, "the long answers did not begin on both replicas"
+                time.sleep(0.01)
+            time.sleep(0.5)  # the other four reach Ray (each replica holds one more; two wait in the router)
+            took: dict[str, list[float]] = {}
+            for path in ["/health", "/v1/health", "/v1/models"] * 10:
+                started = time.perf_counter()
+                r = httpx.get(f"{cluster}{path}", headers=AUTH, timeout=60)
+                took.setdefault(path, []).append(time.perf_counter() - started)
+                assert r.status_code == 200, (path, r.text)
+            still = [a for a in answers if not a.done]
+            waiting = [a for a in answers if not a.started.is_set()]
+        finally:
+            stop.set()
+            for holder in holders:
+                holder.result(timeout=120)
+    assert len(still) == 6 and len(waiting) == 4, answers  # nothing had to wait for a slot
+    print("\nwith every slot busy and 4 more waiting: " + ", ".join(
+        f"{path} median {statistics.median(t) * 1000:.0f} ms, max {max(t) * 1000:.0f} ms" for path, t in took.items()))
 
 
 def bound_arguments(app) -> list:
