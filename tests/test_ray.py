@@ -210,8 +210,8 @@ def slow_service(pause_s: float):
 
         class SlowService(EngineService):
             @contextmanager
-            def lease(self, progress=lambda _msg: None):
-                with super().lease(progress) as engine:
+            def lease(self, *args, **kwargs):  # whatever the lease takes (a progress callback, whose turn it is)
+                with super().lease(*args, **kwargs) as engine:
                     yield Slow(engine)
 
         return SlowService(config)
