@@ -26,7 +26,8 @@ import pytest
 
 from cascade import ModelConfig
 from cascade.api import protocol
-from cascade.api.replicas import APP_NAME, KEY_VARIABLE, Gateway, Scaling, app_builder, models_state, with_key
+from cascade.api.gateway import APP_NAME, KEY_VARIABLE, Gateway, models_state, with_key
+from cascade.api.replicas import Scaling, app_builder
 from cascade.api.server import ApiSettings
 
 from .helpers import ROOT, engine_for, free_port
