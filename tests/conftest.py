@@ -35,18 +35,26 @@ def real_pair() -> tuple[str, str]:
     return draft, target
 
 
-# ---- the browser tier: one Chromium and one page over the toy pair per test module ------------------
-# (Per module, not per session: a page left open keeps its server busy, and the tests after it would pay.)
+# ---- the browser tier: one Chromium and one page over the toy pair for the session ------------------
+# Each module has a browser context of its own, closed at its end with any page a failed test left open (an open
+# page keeps its server busy, and the tests after it would pay).
 
-@pytest.fixture(scope="module")
-def browser():
+@pytest.fixture(scope="session")
+def chromium():
     if not CHROMIUM.exists():
         pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="browser tier: needs the playwright package")
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield OneContext(chromium)
+        yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    context = OneContext(chromium)
+    yield context
+    context.close()
 
 
 class OneContext:
@@ -62,8 +70,11 @@ class OneContext:
             page.set_viewport_size(viewport)
         return page
 
+    def close(self) -> None:
+        self._context.close()
 
-@pytest.fixture(scope="module")
+
+@pytest.fixture(scope="session")
 def page_url(toy):
     engine = engine_for(toy.small, toy.related)
     demo, url = serve(lambda progress: engine)

@@ -11,7 +11,6 @@ import html
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -22,17 +21,13 @@ from cascade.ui import rulewords, sentences
 from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html
 
-from .helpers import TOY_THREADS, cascade, engine_for, json_lines, run
+from .helpers import ARTIFACTS, TOY_THREADS, cascade, engine_for, json_lines, run
 from .recorded import CASCADE, ev, spans, summary as recorded_summary
 
 PROMPT = "The cat sat"
 MODELS = {"draft": "toy-small.gguf", "target": "toy-org/toy-related-GGUF/related.gguf"}
 MACHINE = {"cpu": "Toy CPU 3000", "cores": 2, "threads": 2}
 CREATED = "2025-06-01 14:03 CEST"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 
 @pytest.fixture(scope="module")
@@ -295,53 +290,49 @@ CHART_TRACES = """() => {
 
 
 @pytest.mark.browser
-def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="browser tier: needs the playwright package")
+def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_path, chromium):
     config, events, summary, alone = toy_run
     path = tmp_path / "run.html"
     path.write_text(save(config, events, summary, comparison=alone), encoding="utf-8")
     requests, problems = [], []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1200, "height": 900})
-            context.set_offline(True)
-            context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-                          else route.abort())
-            page = context.new_page()
-            page.on("request", lambda r: requests.append(r.url))
-            page.on("pageerror", lambda e: problems.append(str(e)))
-            page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-            page.goto(path.as_uri())
-            page.wait_for_function(f"() => ({CHART_TRACES})() !== null", timeout=20_000)
+    # The session's Chromium, in a context of its own: offline, every request but a file's refused.
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
+    try:
+        context.set_offline(True)
+        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+                      else route.abort())
+        page = context.new_page()
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.goto(path.as_uri())
+        page.wait_for_function(f"() => ({CHART_TRACES})() !== null", timeout=20_000)
 
-            red = page.evaluate("() => document.querySelectorAll('.cascade-text .tok.red.target').length")
-            assert red == len(spans(path.read_text(encoding="utf-8"), "red")) > 0
-            assert "written by the big model" in page.get_attribute(".cascade-text .tok.red", "title")
-            traces = page.evaluate(CHART_TRACES)
-            assert sum(t["n"] for t in traces if t["meta"] == "tokens") == summary.counts.n_tokens
-            assert page.is_visible(".cascade-numbers")
-            assert f"{summary.tokens_per_s:.1f} tokens/s" in page.inner_text(".cascade-numbers")
-            assert page.is_visible(".cascade-comparison")
-            record = page.evaluate(
-                "() => JSON.parse(document.querySelector('script[type=\"application/json\"]').textContent)")
-            assert record["events"] == [e.to_dict() for e in events]
-            assert record["summary"] == summary.to_dict()
-            # The hover shows both models' likeliest tokens, as on the page; a click forks nothing here.
-            page.hover(".cascade-text .tok.red")
-            tip = page.locator("body > .cascade-alts")
-            tip.wait_for(state="visible", timeout=5_000)
-            assert tip.locator(".alts-columns > div").count() == 2 and tip.locator("tr").count() == 10
-            # It offers nothing it cannot do: no "Click the token to write on from one of these".
-            assert tip.locator(".alts-hint").count() == 0 and "Click" not in tip.inner_text()
-            page.click(".cascade-text .tok.red")
-            assert tip.locator("tr.choice").count() == 0
-            page.mouse.move(0, 0)
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "run-file.png"), full_page=True)
-        finally:
-            browser.close()
+        red = page.evaluate("() => document.querySelectorAll('.cascade-text .tok.red.target').length")
+        assert red == len(spans(path.read_text(encoding="utf-8"), "red")) > 0
+        assert "written by the big model" in page.get_attribute(".cascade-text .tok.red", "title")
+        traces = page.evaluate(CHART_TRACES)
+        assert sum(t["n"] for t in traces if t["meta"] == "tokens") == summary.counts.n_tokens
+        assert page.is_visible(".cascade-numbers")
+        assert f"{summary.tokens_per_s:.1f} tokens/s" in page.inner_text(".cascade-numbers")
+        assert page.is_visible(".cascade-comparison")
+        record = page.evaluate(
+            "() => JSON.parse(document.querySelector('script[type=\"application/json\"]').textContent)")
+        assert record["events"] == [e.to_dict() for e in events]
+        assert record["summary"] == summary.to_dict()
+        # The hover shows both models' likeliest tokens, as on the page; a click forks nothing here.
+        page.hover(".cascade-text .tok.red")
+        tip = page.locator("body > .cascade-alts")
+        tip.wait_for(state="visible", timeout=5_000)
+        assert tip.locator(".alts-columns > div").count() == 2 and tip.locator("tr").count() == 10
+        # It offers nothing it cannot do: no "Click the token to write on from one of these".
+        assert tip.locator(".alts-hint").count() == 0 and "Click" not in tip.inner_text()
+        page.click(".cascade-text .tok.red")
+        assert tip.locator("tr.choice").count() == 0
+        page.mouse.move(0, 0)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "run-file.png"), full_page=True)
+    finally:
+        context.close()
     assert requests and all(url.startswith("file:") for url in requests), requests
     assert problems == []
