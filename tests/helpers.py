@@ -188,6 +188,22 @@ class SlowEngine(WrappedEngine):
             time.sleep(self.pause_s)
 
 
+class HeldWriting(WrappedEngine):
+    """The engine, holding each generation after its first event while `gate` is clear (a minute at most): a
+    test clears it to keep an answer being written for as long as it needs, whatever the machine's load, and
+    sets it to let the answer finish."""
+
+    def __init__(self, engine, gate: threading.Event) -> None:
+        super().__init__(engine)
+        self.gate = gate
+
+    def generate(self, prompt, config, **options):
+        for i, event in enumerate(self.engine.generate(prompt, config, **options)):
+            yield event
+            if i == 0:
+                self.gate.wait(timeout=60)
+
+
 class SlowScoring(WrappedEngine):
     """The engine, with the big model's scoring of a finished answer (after its `Written` event) lasting at
     least `pause_s`, as on the real pair, where it takes seconds: long enough to be seen as a step of its

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 import pytest
 
@@ -30,7 +31,7 @@ from cascade.ui.controls import BY_THRESHOLD_LABEL, RULE_LABEL, SHARE_LABEL  # n
 from cascade.ui import rulewords  # noqa: E402
 from cascade.ui.rulewords import slider_props  # noqa: E402
 
-from .helpers import ARTIFACTS, SlowEngine, engine_for, finished, opened_link, serve, summary_text  # noqa: E402
+from .helpers import ARTIFACTS, HeldWriting, engine_for, finished, opened_link, serve, summary_text  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -277,7 +278,8 @@ def test_a_link_fills_the_page_and_copy_link_gives_it_back(browser, page_url):
     page.close()
 
 
-def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults(browser, page_url):
+def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults_and_one_too_long_says_to_download_instead(
+        browser, page_url):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{page_url}?prompt=Hello&k=0&temperature=hot&policy=seed&model=/etc/passwd")
     page.wait_for_function("() => /could not all be used/.test(document.querySelector('.cascade-summary')?.innerText)",
@@ -289,6 +291,11 @@ def test_a_link_with_bad_settings_says_which_and_keeps_the_defaults(browser, pag
     assert shown["prompt"] == "Hello" and float(shown["share"]) == RUN_SHARE  # the page's start: a share
     assert float(shown["k"]) == limits(GenerationConfig, "k")["default"]
     assert float(shown["temperature"]) == limits(GenerationConfig, "temperature")["default"]
+    # A prompt too long for a link to open reliably: "Copy link" says to download the run instead.
+    page.get_by_label("Prompt").fill("word " * 2000)
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => /download the run instead/.test(document.querySelector("
+                           "'.cascade-link textarea, .cascade-link input')?.value || '')", timeout=15_000)
     page.close()
 
 
@@ -398,20 +405,6 @@ def test_with_a_router_the_learned_rule_is_offered_and_compare_draws_four_curves
     page.close()
 
 
-def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_source(browser, page_url):
-    """Beside the speed, the shipped pass rates' source; the toy models are not the pair measured, so none is quoted."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(page_url)
-    page.get_by_label("Prompt").fill(PROMPT)
-    page.get_by_role("button", name="Generate").click()
-    finished(page)
-    summary = summary_text(page)
-    assert "No pass rate was measured for this pair (toy-small" in summary and "humaneval" in summary
-    assert not re.search(r"alone solved \d+%", summary)
-    page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
-    page.close()
-
-
 MODE_LABELS = {"raw": "Raw: the model continues the text", "chat": "Chat: the model answers"}
 
 
@@ -426,8 +419,32 @@ def generated(browser, url: str, mode: str = "raw", height: int = 1000):
     return page
 
 
-def test_hovering_a_token_shows_both_models_likeliest_tokens_side_by_side(browser, page_url):
+@pytest.fixture(scope="module")
+def generated_page(browser, page_url):
+    """One page that has generated the toy prompt as raw text, shared by the tests that read a finished run (a page
+    costs seconds to load and draw). Each leaves it showing that run, its token tables closed; the fork's test
+    adds a second branch and shows the first again."""
     page = generated(browser, page_url)
+    yield page
+    page.close()
+
+
+def test_the_summary_says_whether_sharing_keeps_the_answers_right_and_names_its_source(generated_page):
+    """Beside the speed, the shipped pass rates' source; the toy models are not the pair measured, so none is quoted."""
+    page = generated_page
+    summary = summary_text(page)
+    assert "No pass rate was measured for this pair (toy-small" in summary and "humaneval" in summary
+    assert not re.search(r"alone solved \d+%", summary)
+    page.screenshot(path=str(ARTIFACTS / "page-quality.png"), full_page=True)
+
+
+def test_a_raw_answer_offers_no_follow_up(generated_page):
+    # A follow-up needs the chat template: under a raw answer, none is offered.
+    assert not generated_page.get_by_label("Ask a follow-up").is_visible()
+
+
+def test_hovering_a_token_shows_both_models_likeliest_tokens_side_by_side(generated_page):
+    page = generated_page
     tip = page.locator("body > .cascade-alts")
 
     # A token the big model wrote: both lists, the written token marked in the big model's.
@@ -455,11 +472,13 @@ def test_hovering_a_token_shows_both_models_likeliest_tokens_side_by_side(browse
     page.locator(".cascade-text .tok.draft").first.hover()
     tip.wait_for(state="visible", timeout=10_000)
     assert [tip.locator(".alts-columns > div").nth(i).locator("tr").count() for i in (0, 1)] == [5, 5]
-    page.close()
+    page.mouse.move(0, 0)
+    tip.wait_for(state="hidden", timeout=5_000)
 
 
-def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branches_switch_back(browser, page_url):
-    page = generated(browser, page_url)
+def test_choosing_another_token_forks_a_branch_that_names_its_parent_its_link_replays_it_and_branches_switch_back(
+        browser, generated_page):
+    page = generated_page
     first_text, first_summary = page.inner_text(".cascade-text"), page.inner_text(".cascade-summary")
     first_points = sum(t["n"] for t in chart(page) if t["meta"] == "tokens")
 
@@ -473,16 +492,28 @@ def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branche
     chosen = choice.locator("td").first.inner_text().strip("“”")
     choice.click()
 
-    # The fork runs: its answer starts with the text before that token and the chosen one, given.
+    # The fork runs: listed as the second branch once it has run, its answer starts with the text before that
+    # token and the chosen one, given. (Its summary's first line may read as the first run's: at a 10% share both
+    # give the big model 13 of 128 tokens, often in the same hundredths of a second; its text cannot.)
     branches = page.locator(".cascade-branches")
-    branches.wait_for(state="visible", timeout=90_000)
+    page.wait_for_function("() => /2 · fork of 1 at token/.test(document.querySelector('.cascade-branches')"
+                           "?.innerText)", timeout=90_000)
     finished(page)
-    assert "2 · fork of 1 at token" in branches.inner_text() and chosen in branches.inner_text()
+    assert chosen in branches.inner_text()
     given = page.locator(".cascade-text .tok.given").inner_text()
     assert given.endswith(chosen) and first_text.startswith(given[:-len(chosen)])
-    assert page.inner_text(".cascade-summary") != first_summary
+    fork_text = page.inner_text(".cascade-text")
+    assert fork_text != first_text
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-fork.png"), full_page=True)
+
+    # Its link replays the fork: opened and run, the same text, with the chosen token given.
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(copied_link(page) + "&run=1")
+    finished(again)
+    assert again.inner_text(".cascade-text") == fork_text
+    assert again.locator(".cascade-text .tok.given").count() == 1
+    again.close()
 
     # Branch 1 again: its text, chart and numbers, with no generation.
     branches.locator("label").filter(has_text="1 · ").click()
@@ -491,7 +522,7 @@ def test_choosing_another_token_forks_a_branch_that_names_its_parent_and_branche
     assert page.inner_text(".cascade-summary") == first_summary
     page.wait_for_function(f"(n) => (({CHART_TRACES})() || []).filter(t => t.meta === 'tokens')"
                            f".reduce((a, t) => a + t.n, 0) === n", arg=first_points, timeout=15_000)
-    page.close()
+    finished(page)
 
 
 # ---- follow-up questions ----------------------------------------------------------------------------
@@ -576,52 +607,41 @@ def test_a_follow_up_renders_under_the_first_answer_and_its_link_replays_the_con
     page.close()
 
 
-def test_a_forks_link_replays_the_fork(browser, page_url):
-    page = generated(browser, page_url)
-    page.locator(".cascade-text .tok.red").nth(1).click()
-    tip = page.locator("body > .cascade-alts")
-    tip.wait_for(state="visible", timeout=10_000)
-    tip.locator(".alts-columns > div").nth(1).locator("tr.choice:not(.chosen)").first.click()
-    page.locator(".cascade-branches").wait_for(state="visible", timeout=90_000)
-    finished(page)
-    fork_text = page.inner_text(".cascade-text")
-    again = browser.new_page(viewport={"width": 1400, "height": 1000})
-    again.goto(copied_link(page) + "&run=1")
-    finished(again)
-    assert again.inner_text(".cascade-text") == fork_text
-    assert again.locator(".cascade-text .tok.given").count() == 1
-    again.close()
-    page.close()
+# A context an answer fills in a moment (the toy pair's chat template takes 69 tokens of it).
+SMALL_CONTEXT = 256
 
 
-def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(
-        browser, page_url):
-    page = generated(browser, page_url)
-    # Raw mode: no follow-up is offered (it needs the chat template).
-    assert not page.get_by_label("Ask a follow-up").is_visible()
-    page.close()
+@pytest.fixture(scope="module")
+def small_context_url(toy):
+    """The page over the toy pair with a context of SMALL_CONTEXT tokens."""
+    engine = engine_for(toy.small, toy.related, n_ctx=SMALL_CONTEXT)
+    demo, url = serve(lambda progress: engine)
+    yield url
+    demo.close()
 
+
+def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(browser, small_context_url):
     # The context's most, at the margin's threshold 0.1: there the toy pair writes on until the context is full (at
     # the page's 10% share it ends its answer first).
-    page = opened_link(browser, page_url,
-                       "prompt=The+cat+sat&mode=chat&rule=margin&threshold=0.1&max_tokens=1024&run=1")
+    page = opened_link(browser, small_context_url,
+                       f"prompt=The+cat+sat&mode=chat&rule=margin&threshold=0.1&max_tokens={SMALL_CONTEXT}&run=1")
     page.get_by_role("button", name="Ask a follow-up").click()  # an empty question
     page.get_by_text("type a follow-up question first").wait_for(timeout=10_000)
     assert page.locator(".cascade-earlier").count() == 0 and "tokens/s" in summary_text(page)
     # The answer filled the context: a follow-up to it is refused, naming the limit, and nothing is cut.
     page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
     page.get_by_role("button", name="Ask a follow-up").click()
-    page.wait_for_function("() => /the context holds 1024/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=30_000)
+    page.wait_for_function("(n) => document.querySelector('.cascade-summary')?.innerText.includes("
+                           "`the context holds ${n}`)", arg=SMALL_CONTEXT, timeout=30_000)
     assert "start a new conversation" in page.inner_text(".cascade-summary")
-    # The page goes on: a new conversation is answered, and a follow-up to it (400 tokens at most, so that the
+    # The page goes on: a new conversation is answered, and a follow-up to it (40 tokens at most, so that the
     # follow-up fits the context; on the same page rather than a new one, which would only load the page once
     # more).
     page.get_by_role("button", name="New conversation").click()
     page.locator(".cascade-conversation-line").first.wait_for(state="hidden", timeout=10_000)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_text("More settings").click()
-    write_at_most(page, 400)
+    write_at_most(page, 40)
     page.get_by_role("button", name="Generate").click()
     finished(page)
     page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
@@ -631,49 +651,45 @@ def test_a_follow_up_with_no_question_or_past_the_context_is_refused_in_words(
 
 
 @pytest.fixture(scope="module")
-def slow_page_url(toy):
-    """The page over the toy pair, slowed to 50 tokens a second: an answer is still being written when a
-    visitor's next click arrives, on any machine."""
-    engine = SlowEngine(engine_for(toy.small, toy.related), pause_s=0.02)
+def held_page(toy):
+    """(the page's address, its gate): the page over the toy pair, each answer held after its first token while
+    the gate is clear, so that it is still being written when a visitor's next click arrives, on any machine."""
+    gate = threading.Event()
+    gate.set()
+    engine = HeldWriting(engine_for(toy.small, toy.related), gate)
     demo, url = serve(lambda progress: engine)
-    yield url
+    yield url, gate
+    gate.set()
     demo.close()
 
 
-def test_a_follow_up_asked_while_the_next_answer_is_written_is_refused_and_that_answer_goes_on(
-        browser, slow_page_url):
+def test_a_follow_up_asked_while_the_next_answer_is_written_is_refused_and_that_answer_goes_on(browser, held_page):
+    url, gate = held_page
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(slow_page_url)
+    page.goto(url)
     page.get_by_label("Prompt").fill(PROMPT)
     page.get_by_label(MODE_LABELS["chat"]).check()
     page.get_by_text("More settings").click()
     write_at_most(page, 40)
     page.get_by_role("button", name="Generate").click()
     finished(page)
-    # A longer answer (at 50 tokens a second, 300 tokens last 6 s or more): the question arrives while it is
-    # written, and is refused; the answer goes on.
-    write_at_most(page, 300)
-    page.get_by_role("button", name="Generate").click()
-    page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
-                           timeout=30_000)
-    page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
-    page.get_by_role("button", name="Ask a follow-up").click()
-    page.get_by_text("let the answer finish (or stop it)").wait_for(timeout=10_000)
+    # The next answer is held after its first token: the question arrives while it is written, and is refused;
+    # the answer goes on once let go.
+    gate.clear()
+    try:
+        page.get_by_role("button", name="Generate").click()
+        page.wait_for_function("() => /Writing/.test(document.querySelector('.cascade-summary')?.innerText)",
+                               timeout=30_000)
+        page.get_by_label("Ask a follow-up").fill(FOLLOW_UP)
+        page.get_by_role("button", name="Ask a follow-up").click()
+        page.get_by_text("let the answer finish (or stop it)").wait_for(timeout=10_000)
+    finally:
+        gate.set()
     finished(page)
     assert page.locator(".cascade-earlier").count() == 0
     # Once it has finished, the same question is asked.
     page.get_by_role("button", name="Ask a follow-up").click()
     page.locator(".cascade-earlier").wait_for(timeout=60_000)
-    page.close()
-
-
-def test_a_link_too_long_to_open_reliably_says_to_download_the_run_instead(browser, page_url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(page_url)
-    page.get_by_label("Prompt").fill("word " * 2000)
-    page.get_by_role("button", name="Copy link").click()
-    page.wait_for_function("() => /download the run instead/.test(document.querySelector("
-                           "'.cascade-link textarea, .cascade-link input')?.value || '')", timeout=15_000)
     page.close()
 
 
