@@ -64,7 +64,8 @@ def test_a_code_answer_shows_a_monospace_block_with_its_tokens_coloured_hover_an
 
     # On a phone the block stays inside the screen, its long line wrapped, none cut off.
     page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_timeout(300)
+    page.wait_for_function(f"() => {{ const b = ({BLOCK})(); return b && b.right <= 390 && !b.clipped; }}",
+                           timeout=5_000)  # laid out anew at that width (a block that never fits times out here)
     phone = page.evaluate(BLOCK)
     assert phone["right"] <= 390 and not phone["clipped"]
     page.close()
