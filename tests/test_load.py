@@ -49,16 +49,20 @@ class CountingEngine(WrappedEngine):
     def __init__(self, engine) -> None:
         super().__init__(engine)
         self.started, self.finished = 0, 0
+        self.ended = threading.Event()  # a generation ended: at its Summary, or closed before it
         self._lock = threading.Lock()
 
     def generate(self, prompt, config, **options):
         with self._lock:
             self.started += 1
-        for event in self.engine.generate(prompt, config, **options):
-            if isinstance(event, Summary):
-                with self._lock:
-                    self.finished += 1
-            yield event
+        try:
+            for event in self.engine.generate(prompt, config, **options):
+                if isinstance(event, Summary):
+                    with self._lock:
+                        self.finished += 1
+                yield event
+        finally:
+            self.ended.set()
 
 
 # ---- ten sessions at once -------------------------------------------------------------------------
@@ -241,10 +245,9 @@ def test_a_stop_before_the_first_picture_stops_the_generation(toy):
         job = Client(url, verbose=False).submit(*page_inputs(policy="target", max_tokens=60), api_name="/generate")
         time.sleep(0.5)  # the engine has started, and sent nothing yet
         job.cancel()
-        # 60 tokens at 0.01 s take 0.6 s after the late start: a run left going would have finished by then
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline and counting.finished == 0:
-            time.sleep(0.05)
+        # 60 tokens at 0.01 s take 0.6 s after the late start: a run left going would reach its end. Wait for its
+        # end, whichever it is: its Summary, or closed before it.
+        assert counting.ended.wait(timeout=30), "the stopped generation neither ended nor was closed"
     finally:
         demo.close()
     assert counting.started == 1 and counting.finished == 0, "the stopped generation ran on to its end"
