@@ -709,7 +709,7 @@ def test_twenty_branches_keep_the_page_responsive(browser, page_url):
     finished(page, timeout=60_000)
     assert labels.count() == 20
     # Showing an early branch answers as quickly as the first did: a page update, no generation. A speed bound
-    # stays here because a visitor waits on it; 3 s holds on a busy 2-core machine (a second or less when idle)
+    # stays here because a visitor waits on it; 3 s holds on a busy 2-core machine (0.14 s on an idle one)
     # and still catches a page that regenerates, or whose work grows with the branches held.
     started = time.perf_counter()
     labels.nth(2).click()  # branch 3
