@@ -59,7 +59,7 @@ class _Service(AnsweringService):
     def __init__(self, engine) -> None:
         self.engine = engine
 
-    def lease(self, progress=None):
+    def lease(self, progress=None, asker=None):
         return nullcontext(self.engine)
 
 

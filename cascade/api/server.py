@@ -96,7 +96,8 @@ class Answer:
         with self.service.lease(asker=Asker(self.client, interactive=self.request.stream)) as engine:
             if self.pump.cancelled:  # the client left while the request waited for an engine
                 return
-            self.batched_slots = bool(getattr(engine.pair.config, "batch_slots", False))
+            pair = getattr(engine, "pair", None)  # (a stand-in engine has none: not batched)
+            self.batched_slots = bool(getattr(getattr(pair, "config", None), "batch_slots", False))
             # A person reading a stream goes first; a request answered whole (a title, tags) waits for them.
             with in_class(engine, INTERACTIVE if self.request.stream else BACKGROUND):
                 for event in engine.generate(self.request.prompt, self.request.config, score=False):
