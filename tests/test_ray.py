@@ -175,7 +175,9 @@ def test_the_gateway_answers_health_the_model_list_and_preflights_itself_with_th
                     await client.options("/v1/chat/completions", headers={
                         "Origin": "https://chat.example", "Access-Control-Request-Method": "POST"})]
 
-    loading, health, refused, models, preflight = asyncio.run(calls())
+    # In a thread of its own: a browser test's sync Playwright may hold a running event loop in this one.
+    with ThreadPoolExecutor(1) as thread:
+        loading, health, refused, models, preflight = thread.submit(asyncio.run, calls()).result(timeout=60)
     assert not reads  # a replica known to run: nothing waited for Serve (its next reading is STATE_REFRESH_S away)
     assert loading.status_code == 503 and loading.json()["status"] == "loading" and loading.headers["retry-after"]
     assert health.status_code == 200 and health.json() == {"status": "ok"}  # open, as `serve`'s /health is
