@@ -35,11 +35,13 @@ def real_pair() -> tuple[str, str]:
     return draft, target
 
 
-# ---- the browser tier: one Chromium and one page over the toy pair for the session ------------------
-# Each module has a browser context of its own, closed at its end with any page a failed test left open (an open
+# ---- the browser tier: one Chromium per test module, one page over the toy pair for the session ------
+# Per module, not per session: between its calls a sync Playwright marks its event loop as running in the main
+# thread, so while it lives asyncio.run fails there (a test of another module would fail only in the whole
+# suite). A module's pages share one context, closed at its end with any page a failed test left open (an open
 # page keeps its server busy, and the tests after it would pay).
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
     if not CHROMIUM.exists():
         pytest.skip("browser tier: needs Debian's chromium at /usr/bin/chromium (scripts/setup installs it)")

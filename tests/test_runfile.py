@@ -295,7 +295,7 @@ def test_the_saved_file_opens_from_disk_with_the_network_blocked(toy_run, tmp_pa
     path = tmp_path / "run.html"
     path.write_text(save(config, events, summary, comparison=alone), encoding="utf-8")
     requests, problems = [], []
-    # The session's Chromium, in a context of its own: offline, every request but a file's refused.
+    # The module's Chromium, in a context of its own: offline, every request but a file's refused.
     context = chromium.new_context(viewport={"width": 1200, "height": 900})
     try:
         context.set_offline(True)
