@@ -1,5 +1,6 @@
 """One run at a time per visitor, in a real browser: a new Generate while "Compare with the big model alone"
-still writes ends that comparison (its engine stops, its box goes), and nothing of it shows under the new answer."""
+still writes ends that comparison (its engine stops, its box goes), and nothing of it shows under the new answer;
+Stop ends a comparison and a run at once, even pressed the moment after Generate."""
 
 from __future__ import annotations
 
@@ -19,15 +20,22 @@ class SlowAlone(WrappedEngine):
     """The engine, the big model alone (a comparison) slowed to seconds; counts how such runs end and records
     the order in which runs start and end."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine, run_pause_s: float = 0.0) -> None:
         super().__init__(engine)
-        self.alone_started = self.alone_finished = 0
+        self.alone_started = self.alone_finished = self.runs_finished = 0
         self.order: list[str] = []
+        self.run_pause_s = run_pause_s  # a pause after each event of a run (not a comparison)
 
     def generate(self, prompt, config, **options):
         if config.policy != "target":
             self.order.append("run started")
-            yield from self.engine.generate(prompt, config, **options)
+            try:
+                for event in self.engine.generate(prompt, config, **options):
+                    yield event
+                    time.sleep(self.run_pause_s)
+                self.runs_finished += 1
+            finally:
+                self.order.append("run ended")
             return
         self.alone_started += 1
         try:
@@ -62,7 +70,43 @@ def test_generate_ends_a_comparison_still_running(browser, toy):
         assert compare_text(page).strip() == ""  # nothing of it, not even Gradio's "Error" badge
         assert engine.alone_started == 1 and engine.alone_finished == 0, "the comparison ran on"
         # the new run's engine starts only once the comparison's has stopped: they never share the CPU
-        assert engine.order == ["run started", "comparison ended", "run started"], engine.order
+        assert engine.order == ["run started", "run ended", "comparison ended", "run started", "run ended"], \
+            engine.order
+        page.close()
+    finally:
+        demo.close()
+
+
+STOPPED_JS = "() => /^Stopped/.test(document.querySelector('.cascade-summary')?.innerText || '')"
+
+
+def test_stop_ends_a_comparison_and_a_run_at_once(browser, toy):
+    engine = SlowAlone(engine_for(toy.small, toy.related))
+    demo, url = serve(lambda progress: engine)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.get_by_role("button", name="Generate").click()
+        finished(page)
+        page.get_by_role("button", name="Compare with the big model alone").click()
+        page.wait_for_function("() => /alone is writing/.test(document.querySelector('.cascade-compare-box')"
+                               "?.innerText || '')", timeout=30_000)
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_function("() => !(document.querySelector('.cascade-compare-box')?.innerText || '').trim()",
+                               timeout=5_000)
+        page.wait_for_timeout(1_500)  # room for a comparison left running to draw again
+        assert compare_text(page).strip() == ""  # nothing of it, not even Gradio's "Error" badge
+        assert engine.alone_started == 1 and engine.alone_finished == 0, "the comparison ran on"
+        # A run stopped the moment after Generate (128 tokens at 0.1 s: 13 s if it ran on).
+        engine.run_pause_s = 0.1
+        page.get_by_role("button", name="Generate").click()
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_function(STOPPED_JS, timeout=10_000)
+        deadline = time.monotonic() + 10
+        while engine.order[-1] != "run ended" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine.order[-1] == "run ended" and engine.runs_finished == 1, "the stopped run went on"
+        assert page.evaluate(STOPPED_JS)
         page.close()
     finally:
         demo.close()

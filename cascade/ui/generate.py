@@ -6,25 +6,23 @@ from __future__ import annotations
 
 import inspect
 import logging
-import threading
-import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Generator, Iterator
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
 from ..engine.config import GenerationConfig, RouterMissing
 from ..engine.engine import Engine
-from ..engine.events import Summary, TokenEvent, Written, complete_events
+from ..engine.events import Summary, TokenEvent, complete_events
 from ..engine.models import ModelError
 from ..engine.policies import POLICY_TABLE, offered as offered_policies
 from ..engine.prompt import PromptError
 from ..routing.curves import rule_curves
 from ..serving.lender import Asker
 from ..serving.messages import SERVER_TROUBLE, public_message
-from ..serving.pump import EventPump
 from . import chart, conversation, paysmap, rulewords, sentences, tokens
+from .running import COMPARISON, GENERATION, RunHandle, Running, Superseded, pumped, visitor_of
 from .run import (COMPARE_OUTPUTS, GENERATE_OUTPUTS, KEEP, STOP_OUTPUTS, UPDATE_EVERY_S, Pacer, Run, Update,
                   message_update, run_update, summary_markdown)
 
@@ -90,80 +88,6 @@ def takes_asker(engine_provider: EngineProvider) -> bool:
         return False
 
 
-Finished = tuple[list[TokenEvent], Summary]  # a finished run: every event, then the Summary
-
-
-class Superseded(Exception):
-    """A newer run of the same visitor ended this one's engine (`Comparisons.end`)."""
-
-
-def pumped(generation: Iterator[Any], every: float | Callable[[], float],
-           picture: Callable[[tuple[TokenEvent, ...]], Update],
-           written: Callable[[tuple[TokenEvent, ...], Summary], Update] | None = None,
-           on_pump: Callable[[EventPump], Any] = lambda pump: None) -> Generator[Update, None, Finished]:
-    """The engine writing in its own thread (its pump handed to `on_pump`): yields `picture(events)` at most once per
-    `every`, and `written(events, summary)` at a `Written` mark; returns (events, Summary). Closed early, stops
-    the thread; its pump cancelled from outside, raises Superseded."""
-    events: list[TokenEvent] = []
-    with EventPump(generation) as pump:
-        on_pump(pump)
-        for batch in pump.batches(every, at_once=lambda event: isinstance(event, Written)):
-            if pump.cancelled:  # a newer run ended it: nothing more of it is drawn
-                break
-            events.extend(e for e in batch if isinstance(e, TokenEvent))
-            if isinstance(batch[-1], Summary):
-                return events, batch[-1]
-            mark = next((e for e in batch if isinstance(e, Written)), None)
-            yield picture(tuple(events)) if mark is None or written is None else written(tuple(events), mark.summary)
-    if pump.cancelled:
-        raise Superseded()
-    raise RuntimeError("the engine's run ended without a summary")
-
-
-class Comparisons:
-    """The comparison each visitor (a browser session) has running, so that their next run ends it before it
-    starts: Gradio's own cancel frees the event, but only once the comparison's handler yields again."""
-
-    END_WAIT_S = 2.0  # at most this long for a comparison's engine to stop (one model step, in practice)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: dict[str, EventPump] = {}
-
-    @contextmanager
-    def running(self, visitor: str | None) -> Iterator[Callable[[EventPump], None]]:
-        """For one comparison of `visitor`: an `on_pump` hook for `pumped` that records its pump until the end."""
-        mine: list[EventPump] = []
-
-        def on_pump(pump: EventPump) -> None:
-            mine.append(pump)
-            if visitor is not None:
-                with self._lock:
-                    self._running[visitor] = pump
-
-        try:
-            yield on_pump
-        finally:
-            with self._lock:
-                if mine and self._running.get(visitor) is mine[-1]:
-                    del self._running[visitor]
-
-    def end(self, visitor: str | None, wait: bool = True) -> None:
-        """The visitor's running comparison stopped: it draws nothing more, its engine stops at its next step
-        (waited for with `wait`). No comparison running: nothing."""
-        with self._lock:
-            pump = self._running.get(visitor) if visitor is not None else None
-        if pump is not None:
-            pump.cancel()
-            if wait and not pump.wait(self.END_WAIT_S):
-                log.warning("a comparison took over %.1f s to stop", self.END_WAIT_S)
-
-
-def visitor_of(request: gr.Request | None) -> str | None:
-    """The browser session a request comes from (None outside one, e.g. a direct call)."""
-    return getattr(request, "session_hash", None) if request is not None else None
-
-
 # The generate handler's parameters (the /generate endpoint's names): GENERATE_INPUTS, the run shown, progress.
 GENERATE_SIGNATURE = inspect.Signature(
     [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in GENERATE_INPUTS]
@@ -172,20 +96,22 @@ GENERATE_SIGNATURE = inspect.Signature(
        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
 
-def make_generate(engine_provider: EngineProvider, comparisons: Comparisons | None = None):
+def make_generate(engine_provider: EngineProvider, running: Running | None = None):
     """The generate handler: GENERATE_SIGNATURE in, GENERATE_OUTPUTS out (no docstring: Gradio would show it);
-    with `comparisons`, the visitor's running comparison ends first."""
+    recorded in `running`, where the visitor's running comparison ends first."""
+    running = running or Running()
+
     def generate(*args: Any, **kwargs: Any) -> Iterator[tuple]:
         bound = GENERATE_SIGNATURE.bind(*args, **kwargs)
         bound.apply_defaults()
         values = bound.arguments
         settings = {name: values[name] for name in SETTINGS}
         visitor = visitor_of(values["request"])
-        if comparisons is not None:
-            comparisons.end(visitor)
-        for update in generate_updates(engine_provider, values["prompt"], values["mode"], settings,
-                                       values["progress"], values["shown"], visitor):
-            yield update.values(GENERATE_OUTPUTS)
+        running.end(visitor, COMPARISON)
+        with running.running(visitor, GENERATION) as handle:
+            for update in generate_updates(engine_provider, values["prompt"], values["mode"], settings,
+                                           values["progress"], values["shown"], visitor, handle):
+                yield update.values(GENERATE_OUTPUTS)
 
     generate.__signature__ = GENERATE_SIGNATURE  # type: ignore[attr-defined]
     generate.__annotations__ = {"request": gr.Request}  # how Gradio finds the parameter it fills
@@ -200,9 +126,12 @@ def started(run: Run) -> Update:
 
 
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
-                     progress: gr.Progress, shown: Run | None = None, visitor: str | None = None) -> Iterator[Update]:
+                     progress: gr.Progress, shown: Run | None = None, visitor: str | None = None,
+                     handle: RunHandle | None = None) -> Iterator[Update]:
     """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds;
-    `visitor` (a browser session) is the client whose fair share of the slots it takes."""
+    `visitor` (a browser session) is the client whose fair share of the slots it takes. Ended through `handle`
+    (Stop), it ends drawing what was written until then."""
+    handle = handle or RunHandle()
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
         config = request_config(mode, settings)
@@ -210,6 +139,9 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         yield message_update(f"Please check the settings: {e}.")
         return
     run = Run(prompt, config, earlier=conversation.turns_of(config.history, shown if isinstance(shown, Run) else None))
+    if handle.ended:  # stopped before its handler started
+        yield run_update(replace(run, running=False))
+        return
     yield started(run)
     try:
         with lent_engine(engine_provider, progress, visitor) as engine:
@@ -225,9 +157,13 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
                 engine.generate(prompt, config, mark_written=True), pacer.interval,
                 lambda events: pacer.draw(replace(run, events=events)),
                 lambda events, written: pacer.draw(replace(run, events=events, summary=written,
-                                                           alone_estimate_s=alone_estimate(engine, written))))
+                                                           alone_estimate_s=alone_estimate(engine, written))),
+                handle.on_pump)
             run = replace(run, events=tuple(complete_events(events, summary)), summary=summary, running=False,
                           alone_estimate_s=alone_estimate(engine, summary), pays_point=paysmap.pair_point(engine))
+    except Superseded as ended:
+        yield run_update(replace(run, events=tuple(ended.events), running=False))
+        return
     except EngineUnavailable as e:
         yield message_update(str(e))
         return
@@ -261,15 +197,15 @@ def first_letter_up(message: str) -> str:
     return message[:1].upper() + message[1:]
 
 
-def make_compare(engine_provider: EngineProvider, comparisons: Comparisons | None = None):
-    """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS; recorded in `comparisons`."""
-    comparisons = comparisons or Comparisons()
+def make_compare(engine_provider: EngineProvider, running: Running | None = None):
+    """The compare handler over `engine_provider`: its outputs COMPARE_OUTPUTS; recorded in `running`."""
+    running = running or Running()
 
     def compare(run: Run | None, progress=gr.Progress(track_tqdm=True),
                 request: gr.Request = None) -> Iterator[tuple]:  # type: ignore[assignment]
         visitor = visitor_of(request)
-        with comparisons.running(visitor) as on_pump:
-            for update in compare_updates(engine_provider, run, progress, on_pump, visitor):
+        with running.running(visitor, COMPARISON) as handle:
+            for update in compare_updates(engine_provider, run, progress, handle, visitor):
                 yield update.values(COMPARE_OUTPUTS)
 
     return compare
@@ -288,15 +224,14 @@ def alone_written(events: tuple[TokenEvent, ...], alone: Summary) -> Update:
         f"its answer to score it…", "info"))
 
 
-# A comparison a newer run ended waits, silent, for Gradio's cancel (sent with that run) to close it; past this,
-# it ends with its box empty (a caller that sent no cancel).
-SUPERSEDED_HOLD_S = 0.5
-
-
 def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: gr.Progress,
-                    on_pump: Callable[[EventPump], Any] = lambda pump: None,
-                    visitor: str | None = None) -> Iterator[Update]:
-    """The big model alone on the run's request, then each rule's curve from its text (`rules_update`)."""
+                    handle: RunHandle | None = None, visitor: str | None = None) -> Iterator[Update]:
+    """The big model alone on the run's request, then each rule's curve from its text (`rules_update`); ended
+    through `handle` (Stop, a newer run), its box emptied."""
+    handle = handle or RunHandle()
+    if handle.ended:
+        yield Update(compare_html="", numbers=None)
+        return
     if run is None or run.running or run.summary is None:
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
@@ -307,7 +242,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
             events, alone = yield from pumped(
                 engine.generate(run.prompt, run.config.replace(policy="target"), mark_written=True),
-                UPDATE_EVERY_S, alone_writing, alone_written, on_pump)
+                UPDATE_EVERY_S, alone_writing, alone_written, handle.on_pump)
             numbers = {"this_run": run.summary.to_dict(), "big_model_alone": alone.to_dict()}
             compared = replace(run, comparison=alone, comparison_tokens=tuple(e.token_id for e in events if e.accepted))
             html = sentences.compare_html(run.summary, alone)
@@ -318,8 +253,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
             # The last update carries everything: an API client reads only the last one.
             extra = {} if rules.numbers is KEEP else rules.numbers
             yield replace(rules, compare_html=html, numbers={**numbers, **extra})
-    except Superseded:
-        time.sleep(SUPERSEDED_HOLD_S)
+    except Superseded:  # ended by Stop or a newer run: its box emptied, in case a last picture landed after theirs
         yield Update(compare_html="", numbers=None)
     except EngineUnavailable as e:
         yield Update(compare_html=tokens.message_panel(str(e), "error"), numbers=None)
@@ -361,8 +295,17 @@ def run_name(config: GenerationConfig) -> str:
     return f"this run ({config.policy})"
 
 
+def make_stop(running: Running):
+    """The Stop handler: the visitor's generation and comparison end at once (`Running.end`, not waiting)."""
+    def stop_pressed(run: Run | None, request: gr.Request = None) -> tuple:  # type: ignore[assignment]
+        running.end(visitor_of(request), GENERATION, COMPARISON, wait=False)
+        return stop(run)
+
+    return stop_pressed
+
+
 def stop(run: Run | None) -> tuple:
-    """Stop pressed: the generation is cancelled; what was streamed so far stays as a finished run."""
+    """Stop pressed: what was streamed so far stays as a finished run."""
     if run is None or not run.running:
         return Update().values(STOP_OUTPUTS)
     run = replace(run, running=False)

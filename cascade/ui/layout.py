@@ -14,7 +14,8 @@ from .branches import REQUEST_CONTROLS, fork_start, record_branch, show_branch, 
 from .controls import (Component, RouterSource, bar_js, current_router, framing_controls, mode_control,
                        prompt_controls, settings_controls, share_js, shown_by)
 from .followups import ask_followup, conversation_line, followup_box
-from .generate import GENERATE_INPUTS, Comparisons, EngineProvider, make_compare, make_generate, stop, visitor_of
+from .generate import GENERATE_INPUTS, EngineProvider, make_compare, make_generate, make_stop
+from .running import COMPARISON, GENERATION, Running, visitor_of
 from .guide import HOW_TO_READ, INTRO
 from .hover import HOVER_JS
 from .link import copy_link_js, make_apply_link, make_autorun
@@ -225,11 +226,12 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     run, parts, inputs = page.out["run"], page.parts, page.inputs
     # Unprocessed inputs: GenerationConfig judges every value; the run shown keeps a follow-up's colours.
     request = page.controls(GENERATE_INPUTS) + [run]
-    comparisons = Comparisons()  # one run at a time per visitor: a new run ends their comparison first
-    generate = make_generate(engine_provider, comparisons)
+    running = Running()  # one run at a time per visitor: a new run ends their comparison, Stop ends both
+    generate = make_generate(engine_provider, running)
     # The comparison's box says how far it has come in words; Gradio's spinner over it would only repeat that.
-    comparing = after_run(page, parts["compare"].click(
-        make_compare(engine_provider, comparisons), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS),
+    parts["compare"].click(expecting(running, COMPARISON), **QUICK)  # a Stop from now on ends it
+    after_run(page, parts["compare"].click(
+        make_compare(engine_provider, running), inputs=[run], outputs=page.outputs(COMPARE_OUTPUTS),
         api_name="compare", concurrency_limit=concurrency, concurrency_id="models", show_progress="hidden"))
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
@@ -238,29 +240,27 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
         one run at a time per visitor), before `after_run`; an endpoint if named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
-            trigger(clearing(comparisons), outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS),
-                    cancels=[comparing], **QUICK)
+            trigger(clearing(running), outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
         return after_run(page, trigger(handler, inputs=inputs, outputs=page.outputs(GENERATE_OUTPUTS),
                                        preprocess=False, concurrency_limit=concurrency, concurrency_id="models",
                                        show_progress_on=[page.out["text_html"]], **api))
 
-    generating = generation(parts["generate"].click, api_name="generate")
+    generation(parts["generate"].click, api_name="generate")
     # A fork: a token chosen in a pinned table runs with the parent's settings (queued, so a refusal shows).
     controls = page.controls(GENERATE_INPUTS)
     forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]] + controls,
                                            outputs=controls + [parts["fork"]], show_progress="hidden",
                                            api_visibility="private")
-    fork_generating = generation(forking.success)
+    generation(forking.success)
     # A follow-up: its question and the conversation so far fill the request's controls, then it runs.
-    followups = []
     for asked in (parts["followup"].click, parts["followup_text"].submit):
         asking = asked(ask_followup, inputs=[parts["followup_text"], run],
                        outputs=[inputs["prompt"], inputs["history"], inputs["answer_prefix"], parts["followup_text"]],
                        show_progress="hidden", api_visibility="private")  # queued: a refusal shows as a toast
-        followups.append(generation(asking.success))
-    after_run(page, parts["stop"].click(stop, inputs=[run], outputs=page.outputs(STOP_OUTPUTS),
-                                        cancels=[generating, comparing, fork_generating, *followups], queue=False,
-                                        api_visibility="private"))
+        generation(asking.success)
+    # Stop ends the visitor's runs itself (`Running`), not by Gradio's cancel.
+    after_run(page, parts["stop"].click(make_stop(running), inputs=[run], outputs=page.outputs(STOP_OUTPUTS),
+                                        queue=False, api_visibility="private"))
     wire_conversation(page)
     wire_branches(page)
     # A what-if: the threshold or the share (the budget) moved after a run.
@@ -281,14 +281,24 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     generation(loading.then, make_autorun(engine_provider), inputs=[autorun] + request, clears=False)
 
 
-def clearing(comparisons: Comparisons) -> Callable:
-    """`clear_previous`, after telling the visitor's running comparison to stop at once (before it draws again;
-    Gradio's own cancel, sent beside, arrives later and frees its event)."""
+def clearing(running: Running) -> Callable:
+    """`clear_previous`, after ending the visitor's runs at once (before they draw again) and expecting the new one
+    (a Stop pressed before its handler starts still ends it)."""
     def clear(request: gr.Request) -> tuple:
-        comparisons.end(visitor_of(request), wait=False)
+        visitor = visitor_of(request)
+        running.end(visitor, GENERATION, COMPARISON, wait=False)
+        running.expect(visitor, GENERATION)
         return clear_previous()
 
     return clear
+
+
+def expecting(running: Running, kind: str) -> Callable:
+    """A click's quick step: the visitor's run of `kind` is expected (`Running.expect`)."""
+    def expect(request: gr.Request) -> None:
+        running.expect(visitor_of(request), kind)
+
+    return expect
 
 
 def clear_previous() -> tuple:
@@ -349,7 +359,10 @@ def placed_on_map(run: Any) -> Any:
 
 
 def recorded(run: Any, branches: Any, fork: Any) -> tuple:
-    """The run among the session's branches (`record_branch`), and the follow-up box under it (`followup_box`)."""
+    """The run among the session's branches (`record_branch`), and the follow-up box under it (`followup_box`); a
+    run still writing (a newer one, after a comparison it ended) waits for its own end."""
+    if getattr(run, "running", False):
+        return (gr.skip(),) * 5
     return record_branch(run, branches, fork) + (followup_box(run),)
 
 
