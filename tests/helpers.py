@@ -188,6 +188,28 @@ class SlowEngine(WrappedEngine):
             time.sleep(self.pause_s)
 
 
+class CountingEngine(WrappedEngine):
+    """The engine, counting the generations the page started and the ones that reached their Summary."""
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        self.started, self.finished = 0, 0
+        self.ended = threading.Event()  # a generation ended: at its Summary, or closed before it
+        self._lock = threading.Lock()
+
+    def generate(self, prompt, config, **options):
+        with self._lock:
+            self.started += 1
+        try:
+            for event in self.engine.generate(prompt, config, **options):
+                if isinstance(event, Summary):
+                    with self._lock:
+                        self.finished += 1
+                yield event
+        finally:
+            self.ended.set()
+
+
 class HeldWriting(WrappedEngine):
     """The engine, holding each generation after its first event while `gate` is clear (a minute at most): a
     test clears it to keep an answer being written for as long as it needs, whatever the machine's load, and
@@ -314,6 +336,17 @@ def hub_at(monkeypatch, endpoint: str, cache) -> None:
     except ImportError:
         return
     monkeypatch.setattr(_detect_agent, "_registry", {"standardEnvVars": [], "harnesses": {}}, raising=False)
+
+
+def cancel_once_known(job, timeout: float = 30) -> None:
+    """`job.cancel()`, once the client knows the job's event id: gradio_client names the event to cancel by
+    that id, learnt from the server's answer to the request, and a cancel sent before it names nothing and is
+    lost (the page's Stop also ends the run itself, `ui.generate.Running`; a client calling the API has no Stop)."""
+    communicator = getattr(job, "communicator", None)
+    deadline = time.monotonic() + timeout
+    while communicator is not None and not communicator.event_id and not job.done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    job.cancel()
 
 
 def free_port() -> int:

@@ -19,8 +19,8 @@ from cascade.engine.events import Summary
 from cascade.engine.policies import POLICY_TABLE, offered
 from cascade.ui.generate import GENERATE_INPUTS
 
-from .helpers import (TOY_THREADS, SlowEngine, WrappedEngine, cascade, engine_for, engine_text, json_lines,
-                      page_inputs, serve)
+from .helpers import (TOY_THREADS, CountingEngine, SlowEngine, WrappedEngine, cancel_once_known, cascade, engine_for,
+                      engine_text, json_lines, page_inputs, serve)
 
 PROMPTS = (
     "The cat sat on the mat",
@@ -41,28 +41,6 @@ UNSTEERED = tuple(p.name for p in offered() if not p.steered)
 def with_policy(inputs: tuple, policy: str) -> tuple:
     """The same page inputs with another policy."""
     return page_inputs(**{**dict(zip(GENERATE_INPUTS, inputs)), "policy": policy})
-
-
-class CountingEngine(WrappedEngine):
-    """The engine, counting the generations the page started and the ones that reached their Summary."""
-
-    def __init__(self, engine) -> None:
-        super().__init__(engine)
-        self.started, self.finished = 0, 0
-        self.ended = threading.Event()  # a generation ended: at its Summary, or closed before it
-        self._lock = threading.Lock()
-
-    def generate(self, prompt, config, **options):
-        with self._lock:
-            self.started += 1
-        try:
-            for event in self.engine.generate(prompt, config, **options):
-                if isinstance(event, Summary):
-                    with self._lock:
-                        self.finished += 1
-                yield event
-        finally:
-            self.ended.set()
 
 
 # ---- ten sessions at once -------------------------------------------------------------------------
@@ -207,7 +185,7 @@ def test_a_stop_in_each_policys_stream_leaves_the_page_answering_and_the_next_ru
                 ended_before_stop += 1
             else:
                 mid_stream += streaming
-            job.cancel()  # what the page's Stop does: its click `cancels` the running generation
+            cancel_once_known(job)  # what the page's Stop does: its click `cancels` the running generation
             pressed = time.monotonic()
             _, _, _, text = client.submit(*short, api_name="/generate").result(timeout=60)
             answered_s.append(time.monotonic() - pressed)
@@ -244,7 +222,7 @@ def test_a_stop_before_the_first_picture_stops_the_generation(toy):
     try:
         job = Client(url, verbose=False).submit(*page_inputs(policy="target", max_tokens=60), api_name="/generate")
         time.sleep(0.5)  # the engine has started, and sent nothing yet
-        job.cancel()
+        cancel_once_known(job)
         # 60 tokens at 0.01 s take 0.6 s after the late start: a run left going would reach its end. Wait for its
         # end, whichever it is: its Summary, or closed before it.
         assert counting.ended.wait(timeout=30), "the stopped generation neither ended nor was closed"
