@@ -194,6 +194,9 @@ def test_turns_keep_their_runs_only_while_the_conversation_is_theirs(engine):
     # The same conversation, asked again from the run that follows it: the turn is still the first run.
     _, second = page_run(engine, FOLLOW_UP, first, history=history_json(history))
     assert turns_of(history, second)[0].run is first
+    # ...and while the follow-up is still being written (the page's run is the running one when the history
+    # field's change is drawn): the turns it continues keep their runs, so their colours.
+    assert turns_of(history, replace(second, running=True))[0].run is first
     # Another answer in the history (edited, or from a link): its text alone.
     edited = (history[0], ("assistant", first.answer + "!"))
     assert turns_of(edited, first) == (Turn(QUESTION, first.answer + "!"),)

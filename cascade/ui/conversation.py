@@ -44,10 +44,11 @@ class Turn:
 
 
 def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
-    """The turns of `history`, each with its run where `previous` (the run shown) or its turns wrote it."""
+    """The turns of `history`, each with its run where `previous` (the run shown) or its turns wrote it; a run
+    still writing (a follow-up just asked) lends the turns it continues."""
     known: list[Turn] = []
-    if previous is not None and not previous.running:
-        known = list(previous.earlier) + [Turn(previous.prompt, previous.answer, previous)]
+    if previous is not None:
+        known = list(previous.earlier) + ([] if previous.running else [Turn(previous.prompt, previous.answer, previous)])
     pairs = [(history[i][1], history[i + 1][1]) for i in range(0, len(history) - 1, 2)]
     turns: list[Turn] = []
     following = True  # every turn so far is the known one
