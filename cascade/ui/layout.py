@@ -333,17 +333,24 @@ def without_heading(markdown: str) -> str:
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a run, a comparison or a Stop: its picture and fold drawn, its file offered, the run recorded, the
-    follow-up box shown."""
+    """After a run, a comparison or a Stop, in one step (`finishing`): its picture and fold, its file offered, its
+    place on the map, the run recorded among the branches, the follow-up box."""
     parts = page.parts
-    draw_verdict(page, event)
-    event.then(offer_download, inputs=[page.out["run"]], outputs=page.outputs(DOWNLOAD_OUTPUTS), **QUICK)
-    if "pays_chart" in parts:
-        event.then(placed_on_map, inputs=[page.out["run"]], outputs=[parts["pays_chart"]], **QUICK)
-    event.then(recorded, inputs=[page.out["run"], parts["branches"], parts["fork"]],
-               outputs=[parts["branches"], page.out["branches"], parts["current"], parts["fork"],
-                        parts["followup_row"]], **QUICK)
+    outputs = page.outputs(VERDICT_OUTPUTS + DOWNLOAD_OUTPUTS) + [
+        parts["branches"], page.out["branches"], parts["current"], parts["fork"], parts["followup_row"]]
+    on_map = "pays_chart" in parts
+    event.then(finishing(on_map), inputs=[page.out["run"], parts["branches"], parts["fork"]],
+               outputs=outputs + ([parts["pays_chart"]] if on_map else []), **QUICK)
     return event
+
+
+def finishing(on_map: bool) -> Callable:
+    """`after_run`'s step: (VERDICT_OUTPUTS, DOWNLOAD_OUTPUTS, `recorded`'s five, the map if `on_map`)."""
+    def finish(run: Any, branches: Any, fork: Any) -> tuple:
+        done = verdict(run).values(VERDICT_OUTPUTS) + (offer_download(run),) + recorded(run, branches, fork)
+        return done + (placed_on_map(run),) if on_map else done
+
+    return finish
 
 
 def draw_verdict(page: Page, event: Any) -> None:
