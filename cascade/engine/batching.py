@@ -29,7 +29,7 @@ MAX_WAIT_S = 0.01  # longer than a generation's Python between two model calls, 
 # A call's class: a person watching (a streamed answer, the page) goes before a background request (a title or
 # tags an API client asked for without streaming), which goes first all the same once it has waited AGE_LIMIT_S.
 INTERACTIVE, BACKGROUND = 0, 1
-AGE_LIMIT_S = 2.0
+AGE_LIMIT_S = 10.0  # a long answer's prompt and first tokens fit well inside it; a title waits that long at most
 
 
 @dataclass(eq=False)
