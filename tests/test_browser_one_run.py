@@ -110,3 +110,26 @@ def test_stop_ends_a_comparison_and_a_run_at_once(browser, toy):
         page.close()
     finally:
         demo.close()
+
+
+def test_a_second_compare_runs_again(browser, toy):
+    engine = SlowAlone(engine_for(toy.small, toy.related))
+    demo, url = serve(lambda progress: engine)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.get_by_role("button", name="Generate").click()
+        finished(page)
+        compare = page.get_by_role("button", name="Compare with the big model alone")
+        for n in (1, 2):
+            compare.click()
+            page.wait_for_function("() => /alone is writing/.test(document.querySelector('.cascade-compare-box')"
+                                   "?.innerText || '')", timeout=30_000)
+            deadline = time.monotonic() + 60
+            while engine.alone_finished < n and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert engine.alone_finished == n
+            page.wait_for_function("() => /Which rule decides best/.test(document.body.innerText)", timeout=30_000)
+        page.close()
+    finally:
+        demo.close()

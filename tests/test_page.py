@@ -274,10 +274,11 @@ def test_the_what_if_handler_recolours_a_finished_run_and_leaves_a_running_one_a
 def test_stop_keeps_what_was_streamed_as_a_finished_run(toy_engine):
     events, _ = through_engine(toy_engine, page_inputs())
     running = Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]))
-    stopped, summary = stop(running)
+    stopped, summary, compare_html, numbers = stop(running)
     assert stopped == Run(PROMPT, GenerationConfig(chat=False), tuple(events[:5]), running=False)
     assert summary.startswith("**Stopped after ")
-    assert stop(stopped) == (gr.skip(),) * 2 and stop(None) == (gr.skip(),) * 2
+    assert compare_html == gr.skip()  # no comparison was running: one shown stays
+    assert stop(stopped) == (gr.skip(),) * 4 and stop(None) == (gr.skip(),) * 4
     download = offer_download(stopped)  # a stopped run can be kept too
     assert download["visible"] is True and read_run(Path(download["value"]).read_text())["summary"] is None
 

@@ -296,17 +296,21 @@ def run_name(config: GenerationConfig) -> str:
 
 
 def make_stop(running: Running):
-    """The Stop handler: the visitor's generation and comparison end at once (`Running.end`, not waiting)."""
+    """The Stop handler: the visitor's generation and comparison end at once (`Running.end`, not waiting); a
+    comparison's box is emptied here, before its handler next wakes."""
     def stop_pressed(run: Run | None, request: gr.Request = None) -> tuple:  # type: ignore[assignment]
-        running.end(visitor_of(request), GENERATION, COMPARISON, wait=False)
-        return stop(run)
+        visitor = visitor_of(request)
+        compared = running.end(visitor, COMPARISON, wait=False)
+        running.end(visitor, GENERATION, wait=False)
+        return stop(run, Update(compare_html="", numbers=None) if compared else Update())
 
     return stop_pressed
 
 
-def stop(run: Run | None) -> tuple:
-    """Stop pressed: what was streamed so far stays as a finished run."""
+def stop(run: Run | None, update: Update | None = None) -> tuple:
+    """Stop pressed: what was streamed so far stays as a finished run (with `update`'s other changes)."""
+    update = update or Update()
     if run is None or not run.running:
-        return Update().values(STOP_OUTPUTS)
+        return update.values(STOP_OUTPUTS)
     run = replace(run, running=False)
-    return Update(run=run, summary=summary_markdown(run)).values(STOP_OUTPUTS)
+    return replace(update, run=run, summary=summary_markdown(run)).values(STOP_OUTPUTS)

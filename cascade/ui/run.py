@@ -113,7 +113,7 @@ GENERATE_OUTPUTS = ("text_html", "chart", "summary", "plain_text", "run", "rules
 # compare_html and numbers first: the /compare endpoint's answer keeps its order
 COMPARE_OUTPUTS = ("compare_html", "numbers", "rules_text", "rules_chart", "summary", "rules_box", "run")
 WHATIF_OUTPUTS = ("text_html", "chart")
-STOP_OUTPUTS = ("run", "summary")
+STOP_OUTPUTS = ("run", "summary", "compare_html", "numbers")
 BRANCH_OUTPUTS = GENERATE_OUTPUTS + ("compare_html", "numbers")
 # drawn by a step of their own after a run, a comparison, a Stop or a branch shown (`verdict`)
 VERDICT_OUTPUTS = ("timebars", "more_box", "more")

@@ -4,7 +4,8 @@
 Serves `app.py` on DRAFT and TARGET, presses Generate at the page's start, and reports: the chart's labels (the
 perplexity axis and the threshold line), the verdict's first line (with its estimate of the big model alone), the
 same line after Compare (measured), how soon a new Generate removes a comparison still writing, the first-token
-time of that answer against the first run's, and on a phone the order of the sentence, the time picture and the
+time of that answer against the first run's, Stop pressed 0.1 s after Generate and during a comparison, Gradio's
+"Error" badges, and on a phone the order of the sentence, the time picture and the
 fold (their boxes' tops). Screenshots go to OUT (default /tmp/page-walk).
 
     python lab/scripts/page-walk.py DRAFT.gguf TARGET.gguf [--threads 2] [--out DIR] [--port 7931]
@@ -28,6 +29,9 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers import CHROMIUM, CHROMIUM_ARGS, FINISHED_JS, summary_text  # noqa: E402
 
 COMPARE_BOX = "document.querySelector('.cascade-compare-box')?.innerText || ''"
+# Gradio's badge on an output whose event failed or was cancelled mid-yield: an element reading just "Error".
+ERROR_BADGES = ("() => Array.from(document.querySelectorAll('body *')).filter(e => !e.children.length && "
+                "e.textContent.trim() === 'Error' && e.getClientRects().length).length")
 
 
 def first_token_s(page) -> float | None:
@@ -54,7 +58,9 @@ def desktop(browser, url: str, out: Path) -> None:
     compare.click()
     page.wait_for_function("() => /alone took/.test(document.querySelector('.cascade-summary')?.innerText || '')",
                            timeout=300_000)
-    page.wait_for_timeout(800)
+    page.wait_for_function("() => /Which rule decides best/.test(document.body.innerText) && "
+                           "!/Reading the big model's text/.test(document.body.innerText)", timeout=120_000)
+    page.wait_for_timeout(800)  # the comparison's last step (a second click while it runs is dropped)
     print("after Compare:", page.inner_text(".cascade-summary >> nth=0"))
     page.screenshot(path=str(out / "desktop-after-compare.png"), full_page=True)
     compare.click()
@@ -70,6 +76,26 @@ def desktop(browser, url: str, out: Path) -> None:
     print("first token: first run", first, "s; after the interrupted comparison", first_token_s(page), "s;",
           "comparison box now:", repr(page.evaluate(f"() => {COMPARE_BOX}")))
     page.screenshot(path=str(out / "desktop-generate-during-compare.png"), full_page=True)
+    print("Gradio error badges on the page:", page.evaluate(ERROR_BADGES))
+    # Stop during a comparison (of the run just finished); then the moment after Generate.
+    compare.click()
+    page.wait_for_function(f"() => /alone is writing/.test({COMPARE_BOX})", timeout=120_000)
+    started = time.perf_counter()
+    page.get_by_role("button", name="Stop").click()
+    page.wait_for_function(f"() => !({COMPARE_BOX}).trim()", timeout=10_000)
+    gone = time.perf_counter() - started
+    page.wait_for_timeout(3000)
+    print(f"Stop during Compare: its box gone after {gone:.2f} s; 3 s later box {page.evaluate(f'() => {COMPARE_BOX}')!r}"
+          f", error badges {page.evaluate(ERROR_BADGES)}")
+    page.get_by_role("button", name="Generate").click()
+    page.wait_for_timeout(100)
+    page.get_by_role("button", name="Stop").click()
+    stopped = "() => /^Stopped/.test(document.querySelector('.cascade-summary')?.innerText || '')"
+    page.wait_for_function(stopped, timeout=10_000)
+    page.wait_for_timeout(3000)  # room for a run left going to draw again
+    print("Stop 0.1 s after Generate:", repr(page.inner_text(".cascade-summary >> nth=0")),
+          "; still stopped 3 s later:", page.evaluate(stopped))
+    page.screenshot(path=str(out / "desktop-after-stops.png"), full_page=True)
     page.close()
 
 
