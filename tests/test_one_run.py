@@ -59,6 +59,17 @@ def test_a_stop_before_the_handler_starts_ends_the_run_it_expected():
         assert not handle.ended
 
 
+def test_a_new_run_ends_the_visitors_earlier_one_of_its_kind_and_a_late_click_step_ends_nothing():
+    running, closed = Running(), threading.Event()
+    with running.running("visitor", GENERATION) as first:
+        handler = pumped(endless([], closed), 0.0, lambda events: "picture", on_pump=first.on_pump)
+        next(handler)
+        with running.running("visitor", GENERATION) as second:  # a fork's run, say, started while it writes
+            assert first.ended and closed.is_set() and not second.ended
+            running.expect("visitor", GENERATION)  # the fork click's quick step, heard late
+            assert running._runs[("visitor", GENERATION)] is second and not second.ended
+
+
 def test_a_run_that_finished_is_no_longer_recorded():
     running = Running()
     with running.running("visitor", COMPARISON):

@@ -282,11 +282,12 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
 
 def clearing(running: Running) -> Callable:
-    """`clear_previous`, after ending the visitor's runs at once (before they draw again) and expecting the new one
-    (a Stop pressed before its handler starts still ends it)."""
+    """`clear_previous`, after ending the visitor's comparison at once (before it draws again) and expecting the new
+    run (a Stop pressed before its handler starts still ends it; the handler ends an earlier run itself, as this
+    step may come after it has started)."""
     def clear(request: gr.Request) -> tuple:
         visitor = visitor_of(request)
-        running.end(visitor, GENERATION, COMPARISON, wait=False)
+        running.end(visitor, COMPARISON, wait=False)
         running.expect(visitor, GENERATION)
         return clear_previous()
 

@@ -102,14 +102,18 @@ class Running:
 
     @contextmanager
     def running(self, visitor: str | None, kind: str) -> Iterator[RunHandle]:
-        """One run of `visitor` from its handler's start to its end: the handle its click made, else a new one."""
+        """One run of `visitor` from its handler's start to its end: the handle its click made, else a new one; an
+        earlier run of the same kind still going ends first (one at a time)."""
         with self._lock:
             handle = self._runs.get((visitor, kind)) if visitor is not None else None
+            earlier = handle if handle is not None and handle.started and not handle.ended else None
             if handle is None or handle.started:
                 handle = RunHandle()
                 if visitor is not None:
                     self._runs[visitor, kind] = handle
             handle.started = True
+        if earlier is not None:
+            self._stopped([earlier.end()], wait=True)
         try:
             yield handle
         finally:
@@ -123,10 +127,13 @@ class Running:
         with self._lock:
             handles = [self._runs.get((visitor, kind)) for kind in kinds] if visitor is not None else []
         pumps = [handle.end() for handle in handles if handle is not None]
+        self._stopped(pumps, wait)
+        return bool(pumps)
+
+    def _stopped(self, pumps: list[EventPump | None], wait: bool) -> None:
         for pump in filter(None, pumps):
             if wait and not pump.wait(self.END_WAIT_S):
                 log.warning("a run took over %.1f s to stop", self.END_WAIT_S)
-        return bool(pumps)
 
 
 def visitor_of(request: gr.Request | None) -> str | None:
