@@ -1,14 +1,10 @@
-"""The Qwen2.5 Instruct family by size: where each GGUF lives on the Hub and the shapes its config.json gives
-(checked against each model's own config.json on the Hub; file names, parts and byte sizes against the files
-of its Qwen GGUF repository, the split ones part by part, as public manifests quote them with their SHA-256)."""
+"""The Qwen2.5 Instruct family by size: where each Q4_K_M GGUF lives on the Hub, its parts and bytes, and the
+shapes its config.json gives."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-GIB = 1024 ** 3
-
 
 @dataclass(frozen=True)
 class Shape:

@@ -54,8 +54,8 @@ class Generation:
                  score: bool = True, n_given: int = 0, mark_written: bool = False) -> None:
         self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
         self.mark_written = mark_written and score  # a `Written` event before the scoring pass
-        # Someone waits for the score (a page): each caught-up row costs about a quarter of a target step (its
-        # output layer), the writing pays that, and the scoring after it reads only the unread tail.
+        # Someone waits for the score (a page): the target keeps the rows it reads catching up, so the scoring
+        # pass after the answer reads only what it never read.
         self.keep_rows = self.mark_written
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)

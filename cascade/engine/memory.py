@@ -14,9 +14,8 @@ from .gguf import read_header
 SKIP_ENV = "CASCADE_SKIP_MEMORY_CHECK"  # set to 1: load whatever the estimate says
 GB = 1e9  # the Hub's unit
 KV_BYTES = 2  # f16 keys and values
-# llama.cpp's compute buffer holds a batch's logits (n_batch x n_vocab floats; twice that with several slots,
-# whose contexts also keep an output buffer); this much more covers the activations (measured: the Qwen2.5 0.5B
-# and 1.5B buffers are 302 and 306 MiB at n_batch 512, one slot).
+# Working memory: a batch's logits (n_batch x n_vocab floats, twice that with several slots, whose contexts also
+# keep an output buffer), plus this much for the activations.
 WORKING_SPARE = 128 * 2 ** 20
 FALLBACK_VOCAB = 152_064  # Qwen2.5's larger vocabulary, for a model whose header is not at hand
 

@@ -22,7 +22,7 @@ from .scoring import score_text
 if TYPE_CHECKING:
     from .config import GenerationConfig
 
-# The seed's models keep logits for every position (622 MB each at 1024); 1024 leaves room for a chat prompt.
+# The seed's models keep logits for every position, so their context is kept small (room for a chat prompt).
 SEED_N_CTX = 1024
 
 # The seed's copies of each loaded pair's models, keyed by the draft's shared context (one for all slots).
