@@ -127,8 +127,7 @@ def _cached_parts(hub: HubFile) -> list[Path | None]:
     return [Path(p) if isinstance(p, str) else None for p in found]
 
 
-# How long a visitor waits to learn that the Hub cannot be reached (huggingface_hub's own retries take ~23 s).
-HUB_TIMEOUT_S = 5.0
+HUB_TIMEOUT_S = 5.0  # how long a visitor waits to learn the Hub is unreachable (its own retries take far longer)
 
 
 def _unreachable(hub: HubFile, role: str) -> ModelError:
