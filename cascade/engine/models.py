@@ -187,8 +187,8 @@ def _download(hub: HubFile, role: str, meter: Download) -> Path:
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
         raise _missing(hub, role) from e
     except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
-        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed "
-                         f"({type(e).__name__}); try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
+        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed ({type(e).__name__}); "
+                         f"try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
 
 
 # ---- memory -------------------------------------------------------------------------------------

@@ -92,9 +92,8 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
                              + "; ".join(f"{r.name}: {r.description}" for r in RULE_TABLE.values()))
     parser.add_argument("--threshold", type=float, default=None,
                         help="escalate where the rule finds the draft's token doubtful beyond this, in the rule's "
-                             "units (default, and range: "
-                             + "; ".join(f"{r.name} {r.default:g}, {r.low:g} to {r.high:g}" for r in RULE_TABLE.values())
-                             + ")")
+                             "units (default, and range: " + "; ".join(
+                                 f"{r.name} {r.default:g}, {r.low:g} to {r.high:g}" for r in RULE_TABLE.values()) + ")")
     for f in dataclasses.fields(GenerationConfig):
         if f.name in _SPECIAL:
             continue
