@@ -43,8 +43,7 @@ class Slot:
     @property
     def routing_ppl(self) -> float | None:
         """The draft's perplexity of its own choice here."""
-        reading = self.reading
-        return None if reading is None else reading.draft_ppl
+        return self.score("perplexity")
 
     def score(self, rule: Rule | str = "perplexity") -> float | None:
         """The rule's score for this position, where recorded."""

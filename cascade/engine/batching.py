@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -24,6 +25,7 @@ _DECODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cascade-decode"
 def on_decoding_thread(work, *args, **kwargs):
     """`work(*args, **kwargs)` on the decoding thread (for llama.cpp calls outside a scheduler)."""
     return _DECODER.submit(work, *args, **kwargs).result()
+
 
 MAX_WAIT_S = 0.01  # longer than a generation's Python between two model calls, far shorter than a decode
 # A call's class: a person watching (a streamed answer, the page) goes before a background request (a title or
@@ -64,7 +66,7 @@ class Scheduler:
         self.clock = clock  # what `max_wait_s` is counted on
         self._cond = threading.Condition()
         self._pending: list[Call] = []
-        self._active: dict[object, int] = {}  # slot -> generations running on it (nested: a page's pass)
+        self._active: Counter[object] = Counter()  # slot -> generations running on it (nested: a page's pass)
         self._busy = False  # a step (or a cache operation) is running
         self.steps = 0
         self.batched_calls = 0  # calls decoded in a step beside another sequence's
@@ -72,13 +74,11 @@ class Scheduler:
     # -- who is writing ------------------------------------------------------------------------------
     def enter(self, slot: object) -> None:
         with self._cond:
-            self._active[slot] = self._active.get(slot, 0) + 1
+            self._active[slot] += 1
 
     def leave(self, slot: object) -> None:
         with self._cond:
-            self._active[slot] = self._active.get(slot, 0) - 1
-            if self._active[slot] <= 0:
-                del self._active[slot]
+            self._active -= Counter([slot])  # a Counter keeps positive counts only
             self._cond.notify_all()  # a step waiting for this slot need not wait any longer
 
     @property

@@ -1,14 +1,10 @@
-"""The Qwen2.5 Instruct family by size: where each GGUF lives on the Hub and the shapes its config.json gives
-(checked against each model's own config.json on the Hub; file names, parts and byte sizes against the files
-of its Qwen GGUF repository, the split ones part by part, as public manifests quote them with their SHA-256)."""
+"""The Qwen2.5 Instruct family by size: where each Q4_K_M GGUF lives on the Hub, its parts and bytes, and the
+shapes its config.json gives."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-GIB = 1024 ** 3
-
 
 @dataclass(frozen=True)
 class Shape:
@@ -70,9 +66,7 @@ SMALL = _qwen("0.5B", 0.49, 1, 491_400_032, Shape(24, 896, 4864, 14, 2, 151_936,
 SIZES: dict[str, Size] = {s.name: s for s in (
     _qwen("1.5B", 1.54, 1, 1_117_320_736, Shape(28, 1536, 8960, 12, 2, 151_936, tied=False)),
     _qwen("3B", 3.09, 1, 2_104_932_768, Shape(36, 2048, 11008, 16, 2, 151_936, tied=False)),
-    # parts: 3_993_201_344 + 689_872_288
     _qwen("7B", 7.61, 2, 4_683_073_632, Shape(28, 3584, 18944, 28, 4, 152_064, tied=False)),
-    # parts: 3_991_999_872 + 3_989_373_504 + 1_006_737_120
     _qwen("14B", 14.7, 3, 8_988_110_496, Shape(48, 5120, 13824, 40, 8, 152_064, tied=False)),
 )}
 

@@ -51,10 +51,8 @@ class ModelConfig:
     # Both models run one after the other, never at once, so each may use every core.
     n_threads: int = _opt(os.cpu_count() or 1, "CPU threads per model", min=1, max=256,
                           env="CASCADE_THREADS", flag="--threads")
-    # Qwen2.5 is trained for 32k; 4096 holds a long chat turn and keeps the KV cache small.
     n_ctx: int = _opt(4096, "context size in tokens (prompt plus output)", min=64, max=32768,
                       env="CASCADE_N_CTX", flag="--n-ctx")
-    # Prompt processing is batched this many tokens at a time; verification batches are far smaller.
     n_batch: int = _opt(512, "tokens per evaluation batch", min=16, max=4096, env="CASCADE_N_BATCH", flag="--n-batch")
     # 0 runs on any build's CPU; a GPU needs a CUDA or Metal build.
     n_gpu_layers: int = _opt(0, "layers of each model to offload to a GPU (-1: all)", min=-1, max=10000,
@@ -68,7 +66,6 @@ class ModelConfig:
                              "or a GPU, but a text may then change with who else is writing (off: the slots take "
                              "turns, and every text is its text alone)", env="CASCADE_BATCH_SLOTS",
                              flag="--batch-slots")
-
 
     def validate(self) -> "ModelConfig":
         """Raise ValueError naming the first setting out of its range; return self."""
@@ -103,17 +100,14 @@ class GenerationConfig:
     span: str = _opt("token", "cascade, bild: what the target writes once the rule escalates a position: token (that "
                      "one), sure (on until it is sure of its own token), line (on to the end of the line)",
                      choices=SPANS)
-    # k=4 is where llama.cpp and the speculative-decoding papers start; on a CPU smaller k often wins.
     k: int = _opt(4, "speculative, lookup: most tokens proposed per target check", min=1, max=32)
-    # ppl e^3 ~ 20, inside the BiLD paper's 2-5 nats of cross-entropy.
+    # e^3 ~ 20: inside the BiLD paper's 2-5 nats of cross-entropy.
     rollback_threshold: float = _opt(20.0, "bild: roll back a draft token whose target perplexity exceeds this",
                                      min=1.0, max=1e6)
     # Bounds how long text waits unchecked, and memory (one row of logits per pending token).
     bild_window: int = _opt(32, "bild: most draft tokens held before the target checks them", min=1, max=256)
-    # 3 is prompt lookup decoding's own default (Saxena 2023).
     lookup_ngram: int = _opt(3, "lookup: longest n-gram of the text's end to find earlier in the text", min=1, max=16)
     max_tokens: int = _opt(128, "most tokens to generate", min=1, max=8192)
-    # 0 is greedy: every token is the argmax, so runs are reproducible and policies comparable.
     temperature: float = _opt(0.0, "sampling temperature; 0 is greedy", min=0.0, max=5.0)
     top_p: float = _opt(1.0, "nucleus sampling: keep the smallest set of tokens with this much mass", min=0.0, max=1.0)
     top_k: int = _opt(0, "keep only the k most likely tokens; 0 keeps all", min=0, max=100000)
@@ -125,7 +119,6 @@ class GenerationConfig:
     answer_prefix: str = _opt("", "text the answer starts with: read as given, never written by either model")
     # Oldest first, before the prompt.
     history: tuple[tuple[str, str], ...] = _opt((), "chat: the conversation's earlier turns, (role, text) pairs")
-    # An API's top_logprobs; 0 costs nothing.
     alternatives: int = _opt(5, "likeliest tokens to record per position and model (0: none)", min=0, max=20)
     stop: tuple[str, ...] = _opt((), "stop after any of these strings (included in the output)")
 

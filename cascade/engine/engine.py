@@ -59,11 +59,9 @@ class Engine:
 
     def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True,
                  mark_written: bool = False) -> Iterator[Event]:
-        """Yield TokenEvents as decisions are made, then one Summary, under the pair's lock.
-
-        `score`: the target then reads the text for the quality figures; `mark_written`: a `Written` event
-        comes before that pass. Closing the generator early leaves both models ready for the next request.
-        """
+        """Yield TokenEvents as decisions are made, then one Summary, under the pair's lock. `score`: the target
+        then reads the text for the quality figures; `mark_written`: a `Written` event comes before that pass.
+        Closing the generator early leaves both models ready for the next request."""
         config = (config or GenerationConfig()).validate().check_router(self.router is not None)
         policy = POLICY_TABLE[config.policy]
         with self.pair.writing():

@@ -231,7 +231,5 @@ Event = Union[TokenEvent, Written, Summary]
 def complete_events(events: Sequence[TokenEvent], summary: Summary | None) -> list[TokenEvent]:
     """`events` with `Quality.scored_top` filled into the kept tokens the target read only when scoring."""
     scored = dict(summary.quality.scored_top) if summary is not None and summary.quality is not None else {}
-    if not scored:
-        return list(events)
     return [dataclasses.replace(e, target_top=scored[e.position])
             if e.accepted and e.target_top is None and e.position in scored else e for e in events]

@@ -14,8 +14,7 @@ from ..routing.router import Router, Trail
 from .models import ModelPair
 from .sampling import token_logprob
 
-# Draft rows read per call (a row is 0.6 MB for Qwen).
-CHUNK = 32
+CHUNK = 32  # draft rows read per call (each a whole vocabulary)
 
 
 def forced_positions(pair: ModelPair, prompt: Sequence[int], text: Sequence[int], router: Router | None = None,

@@ -44,19 +44,16 @@ class Proposal:
 
 
 class Generation:
-    """`run()` yields the events, then the Summary. `tuner` chooses each round's way, `watchers` observe; `score`
-    adds quality (a `Written` first with `mark_written`, and then the target keeps the rows it computes while
-    catching up, so that the scoring reads only what it never read); the last `n_given` prompt tokens are the
-    answer prefix."""
+    """`run()` yields the events, then the Summary. `tuner` chooses each round's way, `watchers` observe; `score` adds
+    quality (with `mark_written`, a `Written` first, and the target keeps the rows it reads catching up, so the
+    scoring pass reads only what it never read); the last `n_given` prompt tokens are the answer prefix."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
                  score: bool = True, n_given: int = 0, mark_written: bool = False) -> None:
         self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
         self.mark_written = mark_written and score  # a `Written` event before the scoring pass
-        # Someone waits for the score (a page): each caught-up row costs about a quarter of a target step (its
-        # output layer), the writing pays that, and the scoring after it reads only the unread tail.
-        self.keep_rows = self.mark_written
+        self.keep_rows = self.mark_written  # someone waits for the score (a page): catch-up rows are kept
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)

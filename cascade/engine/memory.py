@@ -14,9 +14,8 @@ from .gguf import read_header
 SKIP_ENV = "CASCADE_SKIP_MEMORY_CHECK"  # set to 1: load whatever the estimate says
 GB = 1e9  # the Hub's unit
 KV_BYTES = 2  # f16 keys and values
-# llama.cpp's compute buffer holds a batch's logits (n_batch x n_vocab floats; twice that with several slots,
-# whose contexts also keep an output buffer); this much more covers the activations (measured: the Qwen2.5 0.5B
-# and 1.5B buffers are 302 and 306 MiB at n_batch 512, one slot).
+# Working memory: a batch's logits (n_batch x n_vocab floats, twice that with several slots, whose contexts also
+# keep an output buffer), plus this much for the activations.
 WORKING_SPARE = 128 * 2 ** 20
 FALLBACK_VOCAB = 152_064  # Qwen2.5's larger vocabulary, for a model whose header is not at hand
 
@@ -76,19 +75,9 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _meminfo_available(text: str | None) -> int | None:
-    for line in (text or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
-def _stat(text: str | None, key: str) -> int:
-    for line in (text or "").splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            return int(value)
-    return 0
+def _number(text: str | None, key: str) -> int | None:
+    """The number after `key` on the line of `text` that starts with it ("MemAvailable: 8000 kB"); None if none."""
+    return next((int(line.split()[1]) for line in (text or "").splitlines() if line.split()[:1] == [key]), None)
 
 
 def _cgroup_room(root: Path) -> int | None:
@@ -102,7 +91,7 @@ def _cgroup_room(root: Path) -> int | None:
         limit = limit.strip()
         if limit == "max" or int(limit) >= 2 ** 60:  # v1 writes "no limit" as a page-rounded 2^63
             return None
-        reclaimable = _stat(_read(base / "memory.stat"), "inactive_file")
+        reclaimable = _number(_read(base / "memory.stat"), "inactive_file") or 0
         return max(0, int(limit) - (int(usage.strip()) - reclaimable))
     return None
 
@@ -110,7 +99,8 @@ def _cgroup_room(root: Path) -> int | None:
 def free_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int | None:
     """Bytes this process can still use: the machine's MemAvailable, or the container's room under its
     cgroup limit where that is smaller; None where neither can be read (not Linux)."""
-    known = [v for v in (_meminfo_available(_read(meminfo)), _cgroup_room(cgroup)) if v is not None]
+    available_kb = _number(_read(meminfo), "MemAvailable:")
+    known = [v for v in (available_kb and available_kb * 1024, _cgroup_room(cgroup)) if v is not None]
     return min(known) if known else None
 
 

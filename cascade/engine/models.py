@@ -127,8 +127,7 @@ def _cached_parts(hub: HubFile) -> list[Path | None]:
     return [Path(p) if isinstance(p, str) else None for p in found]
 
 
-# How long a visitor waits to learn that the Hub cannot be reached (huggingface_hub's own retries take ~23 s).
-HUB_TIMEOUT_S = 5.0
+HUB_TIMEOUT_S = 5.0  # how long a visitor waits to learn the Hub is unreachable (its own retries take far longer)
 
 
 def _unreachable(hub: HubFile, role: str) -> ModelError:
@@ -188,8 +187,8 @@ def _download(hub: HubFile, role: str, meter: Download) -> Path:
     except (RepositoryNotFoundError, EntryNotFoundError) as e:
         raise _missing(hub, role) from e
     except Exception as e:  # noqa: BLE001 - the transfer library's errors (httpx, httpx2, xet) vary by version
-        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed "
-                         f"({type(e).__name__}); try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
+        raise ModelError(f"downloading the {role} model {hub.repo_id}/{hub.filename} failed ({type(e).__name__}); "
+                         f"try again, or point CASCADE_{role.upper()} at a local .gguf file") from e
 
 
 # ---- memory -------------------------------------------------------------------------------------

@@ -21,8 +21,7 @@ View = tuple[float, bool]  # the target's view of a position: (log p of its toke
 def target_view(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], first: int = 0,
                 alternatives: int = 0, tops: dict[int, list[tuple[int, float]]] | None = None,
                 last: int | None = None) -> dict[int, View]:
-    """The target's view of each output position in [`first`, `last`) (`alternatives`: likeliest tokens into
-    `tops`)."""
+    """The target's view of each output position in [`first`, `last`) (`alternatives`: likeliest tokens into `tops`)."""
     out_view: dict[int, View] = {}
     last = len(out) if last is None else last
     for start in range(first, last, SCORING_CHUNK):

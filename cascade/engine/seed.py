@@ -16,13 +16,13 @@ import llama_cpp
 from .batching import on_decoding_thread
 from .events import Counts, Event, ModelStats, Summary, Timings, TokenEvent, Work, Written
 from .models import ModelPair, load_model
-from .prompt import PromptError, encode_prompt, render_chat
+from .prompt import encode_prompt, render_chat
 from .scoring import score_text
 
 if TYPE_CHECKING:
     from .config import GenerationConfig
 
-# The seed's models keep logits for every position (622 MB each at 1024); 1024 leaves room for a chat prompt.
+# The seed's models keep logits for every position, so their context is kept small (room for a chat prompt).
 SEED_N_CTX = 1024
 
 # The seed's copies of each loaded pair's models, keyed by the draft's shared context (one for all slots).
@@ -62,14 +62,12 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", scor
     """The seed's loop on the pair's models (its own copies of them, `seed_models`): TokenEvents, then a
     Summary; with `score`, the target then reads the text for the Summary's quality figures (announced by
     a `Written` event first, with `mark_written`)."""
-    if not prompt.strip():
-        raise PromptError("the prompt is empty; type something for the models to answer or continue")
+    request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
+                            config.history)  # the engine's checks, and the tokens the scoring pass reads
     small, large = seed_models(pair)
     # The answer prefix is read as given, as the engine reads it: the models continue after it.
     text = (render_chat(large, prompt, config.system, config.history) if config.chat else prompt) + config.answer_prefix
     prompt_tokens = len(large.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-    n_given = len(large.tokenize(config.answer_prefix.encode("utf-8"), add_bos=False, special=False)) \
-        if config.answer_prefix else 0
     generated, counts = "", {"draft": 0, "target": 0, "escalated": 0}
     draft_s = target_s = 0.0
     stop_reason = "max_tokens"
@@ -112,12 +110,10 @@ def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", scor
         # llama-cpp-python does not report evaluation counts; time inside each model's calls is known.
         work=Work(draft=ModelStats(calls=counts["draft"] + counts["escalated"], seconds=draft_s),
                   target=ModelStats(calls=counts["target"], seconds=target_s)),
-        device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=n_given)
+        device=pair.config.device, answer_prefix=config.answer_prefix, n_given_tokens=request.n_given)
     if not (score and generated):
         yield made()
         return
     if mark_written:
         yield Written(made())
-    request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
-                            config.history)
     yield made(quality=score_text(generated, pair.target, request.tokens))

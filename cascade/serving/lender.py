@@ -46,10 +46,7 @@ class Lender(Generic[T]):
         """An engine back in the pool (or added to it)."""
         with self._cond:
             if id(engine) in self._holder:
-                client = self._holder.pop(id(engine))
-                self._held[client] -= 1
-                if self._held[client] <= 0:
-                    del self._held[client]
+                self._held -= Counter([self._holder.pop(id(engine))])  # a Counter keeps positive counts only
             self._free.append(engine)
             self._cond.notify_all()
 

@@ -41,7 +41,7 @@ class EngineService:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._config = config
         self._loader = loader
-        self._warm = warm or warm_up
+        self._warm = warm or Engine.calibrate  # at loading: weights paged in, `auto` taught the pair's costs
         self._engines: list[Engine] = []
         self._free: Lender[Engine] = Lender(clock=clock)
         self._lock = threading.Lock()  # held while loading, and while a switch swaps the pair: leases wait
@@ -241,9 +241,8 @@ class EngineService:
         return self._room_reader()()
 
     def _room_reader(self) -> memory.FreeMemory:
-        # Both pairs count the same draft, so comparing the new pair's estimate with free memory plus the old
-        # pair's compares the new target with free memory plus the old target. Estimates on both sides (not the
-        # process's measured use), as the first load's check: what the machine cannot hold is refused alike.
+        # Free memory plus the loaded pair's estimate (not its measured use), so both sides of a switch's check
+        # are estimates, as in the first load's.
         held = (estimated_need(self.config) or 0) if self.loaded else 0
         free = memory.free_memory()
         return lambda: None if free is None else free + held
@@ -265,11 +264,6 @@ class EngineService:
         at_once = f" · {config.parallel} generations at once ({how})" if config.parallel > 1 else ""
         return (f"Small model (draft): **{model_name(config.draft)}** · big model (target): "
                 f"**{model_name(config.target)}** · {config.device}{at_once}")
-
-
-def warm_up(engine: Engine) -> None:
-    """Short generations at loading (`Engine.calibrate`): weights paged in, and `auto` knows the pair's costs."""
-    engine.calibrate()
 
 
 def close_pair(pair: ModelPair) -> None:

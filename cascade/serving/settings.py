@@ -19,16 +19,13 @@ SERVING_DEFAULTS: Mapping[str, Any] = {"parallel": 4}
 SERVING_ONLY = ("parallel", "batch_slots")
 # Set to 0, the page offers no "Big model" control: whoever runs a shared page keeps the pair it started with.
 SWITCH_ENV = "CASCADE_SWITCH_MODELS"
+YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def switching_allowed(env: Mapping[str, str] | None = None) -> bool:
     """Whether visitors may switch the page's big model (default yes; CASCADE_SWITCH_MODELS=0 says no)."""
     raw = (os.environ if env is None else env).get(SWITCH_ENV, "").strip().lower()
-    return raw not in ("0", "false", "no", "off")
-
-
-def _model_fields() -> list[dataclasses.Field]:
-    return list(dataclasses.fields(ModelConfig))
+    return raw not in NO
 
 
 def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
@@ -36,7 +33,7 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
     """The models' settings: flag, else environment variable, else default (`SERVING_DEFAULTS` with `serving`)."""
     flags, env = flags or {}, os.environ if env is None else env
     values: dict[str, Any] = dict(SERVING_DEFAULTS) if serving else {}
-    for f in _model_fields():
+    for f in dataclasses.fields(ModelConfig):
         flag_value = flags.get(f.name)
         if flag_value is not None:
             values[f.name] = flag_value
@@ -45,9 +42,6 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
         if raw:
             values[f.name] = _from_environment(f, raw)
     return ModelConfig(**values).validate()
-
-
-YES, NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _from_environment(f: dataclasses.Field, raw: str) -> Any:
@@ -66,7 +60,7 @@ def _from_environment(f: dataclasses.Field, raw: str) -> Any:
 
 def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None:
     """One flag per ModelConfig field (`SERVING_ONLY` with `page`), unset (None) so the environment can speak."""
-    for f in _model_fields():
+    for f in dataclasses.fields(ModelConfig):
         meta, default = f.metadata, f.default
         if f.name in SERVING_ONLY and not page:
             continue
@@ -80,7 +74,7 @@ def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None
 
 
 def model_flags(args: argparse.Namespace) -> dict[str, Any]:
-    return {f.name: getattr(args, f.name, None) for f in _model_fields()}
+    return {f.name: getattr(args, f.name, None) for f in dataclasses.fields(ModelConfig)}
 
 
 # GenerationConfig fields set otherwise than by a `--name value` flag.
@@ -98,9 +92,8 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
                              + "; ".join(f"{r.name}: {r.description}" for r in RULE_TABLE.values()))
     parser.add_argument("--threshold", type=float, default=None,
                         help="escalate where the rule finds the draft's token doubtful beyond this, in the rule's "
-                             "units (default, and range: "
-                             + "; ".join(f"{r.name} {r.default:g}, {r.low:g} to {r.high:g}" for r in RULE_TABLE.values())
-                             + ")")
+                             "units (default, and range: " + "; ".join(
+                                 f"{r.name} {r.default:g}, {r.low:g} to {r.high:g}" for r in RULE_TABLE.values()) + ")")
     for f in dataclasses.fields(GenerationConfig):
         if f.name in _SPECIAL:
             continue
