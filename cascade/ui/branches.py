@@ -41,11 +41,12 @@ class Branch:
     def label(self) -> str:
         f = self.fork
         if f is not None:
-            return f"{self.number} · fork of {f.parent} at token {f.position}: {visible(f.was)} → {visible(f.chosen)}"
+            return f"{self.number} · fork of {f.parent} at token {f.position}: {visible(f.was)} → " \
+                f"{visible(f.chosen)}"
         if self.run.earlier:
             question = shortened(self.run.prompt, LABEL_WORDS)
-            return f"{self.number} · follow-up to {self.after}: {question}" if self.after else \
-                f"{self.number} · follow-up {len(self.run.earlier) + 1}: {question}"
+            after = f"to {self.after}" if self.after else str(len(self.run.earlier) + 1)
+            return f"{self.number} · follow-up {after}: {question}"
         return f"{self.number} · {self.change or quoted(self.run.prompt)}"
 
 
@@ -114,11 +115,10 @@ def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any
         raise ValueError("let the run finish (or stop it) before writing on from one of its tokens")
     if not isinstance(position, int) or isinstance(position, bool) or not isinstance(chosen, str) or not chosen:
         raise ValueError("choose a token from the list to write on from it")
-    kept = [e for e in run.events if e.accepted]
     at = [e for e in run.events if e.position == position and e.status != "escalated"]
     if not at:
         raise ValueError(f"the run has no token at position {position}")
-    before = "".join(e.text for e in kept if e.position < position)
+    before = "".join(e.text for e in run.events if e.accepted and e.position < position)
     was = next((e.text for e in at if e.accepted), at[0].text)
     return run.config.answer_prefix + before + chosen, Fork(current or 0, position, was, chosen)
 

@@ -25,10 +25,7 @@ Component = gr.components.Component
 # Returns the learned rule's router the page's engines use (None: none, and the rule is not offered).
 RouterSource = Callable[[], Any]
 
-# The big model writes 10% of the tokens, by the small model's perplexity: the seed's rule and the chart the page
-# was asked for. On the router's held-out prompts (not HumanEval; BENCHMARKS.md "Teacher-forced curves against
-# real runs") it kept as much of the big model's text at a 10% share as margin and the router did, and ran fastest.
-# The other rules and the learned router are one choice away.
+# The big model writes 10% of the tokens, by perplexity (why: BENCHMARKS.md "Teacher-forced curves against real runs").
 PAGE_START = GenerationConfig(rule="perplexity", threshold=5.0, budget=0.1)
 
 RULE_LABEL = "How the small model judges its own token"
@@ -139,7 +136,8 @@ def settings_controls(router: Any) -> tuple[dict[str, Component], ShareControls]
     deciding, shares = share_controls(start)
     controls.update(deciding)
     controls["rule"] = gr.Dropdown(rulewords.choices(router is not None), value=start.rule, label=RULE_LABEL,
-                                   info=rulewords.rule_info(start.rule, trained_on(router)), elem_classes="cascade-rule")
+                                   info=rulewords.rule_info(start.rule, trained_on(router)),
+                                   elem_classes="cascade-rule")
     with gr.Accordion("More settings", open=False):
         controls.update(
             k=_slider("k", "k: tokens the small model drafts per check (speculative)"),

@@ -15,7 +15,7 @@ from ..routing.rules import RULE_TABLE
 from . import tokens
 from .style import GREY, TEXT_STYLE
 
-LINK_LIMIT = 8000  # no longer link is offered: servers and proxies commonly refuse a request line past 8 KB
+LINK_LIMIT = 8000  # the longest link offered: servers and proxies commonly refuse a request line past 8 KB
 HISTORY_LINK_LIMIT = 6000  # of which the conversation's JSON may take this much
 TOO_LONG_FOR_A_LINK = "download the run instead: its file keeps the whole conversation"
 
@@ -48,7 +48,9 @@ def turns_of(history: History, previous: Any = None) -> tuple[Turn, ...]:
     still writing (a follow-up just asked) lends the turns it continues."""
     known: list[Turn] = []
     if previous is not None:
-        known = list(previous.earlier) + ([] if previous.running else [Turn(previous.prompt, previous.answer, previous)])
+        known = list(previous.earlier)
+        if not previous.running:
+            known.append(Turn(previous.prompt, previous.answer, previous))
     pairs = [(history[i][1], history[i + 1][1]) for i in range(0, len(history) - 1, 2)]
     turns: list[Turn] = []
     following = True  # every turn so far is the known one

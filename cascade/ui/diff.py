@@ -22,8 +22,7 @@ def _lines(text: str) -> list[str]:
 
 
 def parts(text: str) -> list[tuple[str, int, int]]:
-    """`text` cut into (kind, start, end) covering it: "prose", "open" (a fence), "code", "close"; an open fence
-    runs to the end."""
+    """`text` cut into (kind, start, end): "prose", "open" (a fence), "code", "close"; an open fence runs to the end."""
     out: list[tuple[str, int, int]] = []
 
     def add(kind: str, start: int, end: int) -> None:

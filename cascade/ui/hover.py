@@ -92,7 +92,8 @@ function show(token, pin) {
   const hint = el("div", "margin-top:6px;color:__GREY__",
                   pin ? "Choose a token to write on from it: a new branch, with the same settings."
                   : !trigger ? ""
-                  : earlier(token) ? "An earlier answer: show its branch (Branches of this session) to write on from it."
+                  : earlier(token)
+                  ? "An earlier answer: show its branch (Branches of this session) to write on from it."
                   : "Click the token to write on from one of these.", "alts-hint");
   if (hint.textContent) tip.appendChild(hint);
   pinned = pin ? token : null;

@@ -38,7 +38,7 @@ class LinkSettings:
         return None
 
 
-# A link with a threshold and no rule, as docs/page.md's example is, means the perplexity rule.
+# The rule of a link that names a threshold and no rule, as docs/page.md's example link does.
 LINK_RULE_BEFORE = "perplexity"
 
 
@@ -55,10 +55,10 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
     values: dict[str, Any] = {}
     problems: list[str] = []
     defaults = page_defaults()
-    if "threshold" in query and "rule" not in query:  # an older link's threshold: its rule was perplexity
+    if "threshold" in query and "rule" not in query:
         query = {**query, "rule": LINK_RULE_BEFORE}
-    if "threshold" in query and "budget" not in query:  # a threshold's link: the threshold decides, and is judged
-        defaults = {**defaults, "budget": None}
+    if "threshold" in query and "budget" not in query:  # a threshold without a share decides alone
+        values["budget"] = None
     # The rule first: it says in which units the threshold is read.
     for name in sorted(query, key=lambda n: (n != "rule", n == "history")):  # history: after the mode
         raw = query[name]
@@ -80,8 +80,6 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
             problems.append(f"{name}: {e}")
     if "rule" in values and "threshold" not in values:
         values["threshold"] = RULE_TABLE[values["rule"]].default
-    if "threshold" in query and "budget" not in query:  # a threshold's link: the threshold decides
-        values["budget"] = None
     return LinkSettings(values, problems, run=query.get("run", "").strip().lower() in ("1", "true", "yes"))
 
 

@@ -1,6 +1,5 @@
-"""Where sharing pays, as a picture: the big model's size against the speed of writing together, over the big
-model alone, at one share (rows as `python -m cascade where-it-pays` writes them; the shipped map is the
-reference machine's)."""
+"""Where sharing pays: the big model's size against the speed of writing together over the big model alone, at
+one share (rows as `python -m cascade where-it-pays` writes them; the shipped map is the reference machine's)."""
 
 from __future__ import annotations
 
@@ -33,7 +32,8 @@ def _at(rows: Sequence[dict], budget: float) -> list[dict]:
 def _trace(name: str, rows: list[dict], key: str, symbol: str, color: str, how: str) -> dict:
     return {"type": "scatter", "mode": "markers+lines" if len(rows) > 1 else "markers", "name": name,
             "x": [r["params_b"] for r in rows], "y": [r[key] for r in rows],
-            "text": [html.escape(f"{r['target']} big model ({'stand-in: its speed, not its text' if r['stand_in'] else 'real weights'}): "
+            "text": [html.escape(f"{r['target']} big model "
+                                 f"({'stand-in: its speed, not its text' if r['stand_in'] else 'real weights'}): "
                                  f"{how} {r[key]:.2f}× the big model alone") for r in rows],
             "hovertemplate": "%{text}<extra></extra>",
             "line": {"color": color, "dash": "dot" if key == "predicted_vs_target" else "solid", "width": 1.5},
@@ -69,13 +69,10 @@ def map_figure_spec(rows: Sequence[dict], budget: float = PAGE_BUDGET,
         "title": {"text": f"The big model writes {budget:.0%}", "font": {"size": 14}, "x": 0.5, "xanchor": "center"},
         "height": 380, "margin": {"l": 55, "r": 10, "t": 40, "b": 60},
         "xaxis": {"title": {"text": "big model (billions of parameters)"}, "type": "log", "tickangle": 0,
-                  "tickvals": [1.5, 3, 7, 14], "ticktext": ["1.5B", "3B", "7B", "14B"], "range": _log_range(span)},
+                  "tickvals": [1.5, 3, 7, 14], "ticktext": ["1.5B", "3B", "7B", "14B"],
+                  "range": [math.log10(x) for x in span]},
         "yaxis": {"title": {"text": "speed over the big model alone"}, "ticksuffix": "×", "rangemode": "tozero"},
         "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "font": {"size": 11}}, "hovermode": "closest"}}
-
-
-def _log_range(span: tuple[float, float]) -> list[float]:
-    return [math.log10(span[0]), math.log10(span[1])]
 
 
 def map_figure(rows: Sequence[dict], budget: float = PAGE_BUDGET, own: tuple[float, float, str] | None = None):

@@ -1,6 +1,5 @@
-"""Is sharing worth it? One sentence from the shipped pass rates on coding problems (`cascade/results/*.json`,
-by `cascade tasks --json`): both models alone, and the measured configuration nearest the run's; for a pair of
-other sizes than the one measured, that no pass rate was measured for it."""
+"""Is sharing worth it? One sentence from the shipped pass rates on coding problems (`cascade/results/*.json`):
+both models alone and the measured configuration nearest the run's, or that none was measured for this pair."""
 
 from __future__ import annotations
 
@@ -63,7 +62,7 @@ def _by_share(result: dict[str, Any], config: GenerationConfig) -> bool:
 def _distance(result: dict[str, Any], config: GenerationConfig) -> float:
     """A result's relative distance from the config (0 same, inf not comparable): by budget or share, else
     threshold (a budget's result is no threshold's neighbour), else k."""
-    budget = result.get("budget")  # older reports have no budget
+    budget = result.get("budget")  # none in the shipped humaneval-full.json and humaneval-every8th.json
     if config.budget is not None and budget is not None:
         return abs(budget - config.budget) / max(config.budget, 1e-9)
     if _by_share(result, config):
@@ -136,8 +135,7 @@ def _setting(result: dict[str, Any], config: GenerationConfig) -> str:
 
 def quality_sentence(config: GenerationConfig, draft: str, target: str,
                      reports: Sequence[Report] | None = None) -> str | None:
-    """The sentence for a run with this config on these models (specs: sizes, paths, Hub files); None without
-    shipped results."""
+    """The sentence for a run of `config` on these models (sizes, paths or Hub files); None without shipped results."""
     reports = load_reports(RESULTS) if reports is None else reports
     if not reports:
         return None
@@ -173,7 +171,7 @@ def quality_sentence(config: GenerationConfig, draft: str, target: str,
         pause = "," if ", where " in setting else ""  # the setting's own clause closes before the verb
         shared = (f", and {words.get(config.policy, config.policy)} {setting}{pause} solved {pct(result['pass_at_1'])}"
                   f"{speed}").replace("  ", " ")
-    other = ("" if (Path(draft).name, Path(target).name) == (measured["draft"], measured["target"]) else
-             f" These figures were measured with another pair than this page's models ({pair_words(Path(draft).name, Path(target).name)}): "
+    other = ("" if (draft, target) == (measured["draft"], measured["target"]) else
+             f" These figures were measured with another pair than this page's models ({pair_words(draft, target)}): "
              f"they show what sharing costs in quality there, not here.")
     return f"{start}{shared} ({where}{counted}; source: {report.name}, written by `python -m cascade tasks`).{other}"

@@ -44,25 +44,26 @@ class Words:
 
 WORDS: dict[str, Words] = {
     "perplexity": Words(
-        "how unsure it is of its token (perplexity)", 0.1, "perplexity", "the small model's perplexity", "small model's perplexity (log scale)",
+        "how unsure it is of its token (perplexity)", 0.1, "perplexity", "the small model's perplexity",
+        "small model's perplexity (log scale)",
         "How unsure it is of the token it chose, as perplexity (1 = certain, 5 = as unsure as a pick among five "
         "equally likely words); above the threshold the big model writes.",
-        "perplexity",
-        "how unsure the small model is of the token it chose"),
+        "perplexity", "how unsure the small model is of the token it chose"),
     "entropy": Words(
-        "how spread out its guesses are (entropy)", 0.05, "entropy, nats", "the small model's entropy", "small model's entropy (nats)",
+        "how spread out its guesses are (entropy)", 0.05, "entropy, nats", "the small model's entropy",
+        "small model's entropy (nats)",
         "How spread out its guesses are over every token (entropy, in nats: 0 = one certain guess); above the "
         "threshold the big model writes.",
-        "entropy",
-        "how spread out the small model's guesses are"),
+        "entropy", "how spread out the small model's guesses are"),
     "margin": Words(
-        "how close its two best guesses are (margin)", 0.01, "margin, top-1 minus top-2", "the small model's margin", "small model's margin<br>(below the line → big model)",
+        "how close its two best guesses are (margin)", 0.01, "margin, top-1 minus top-2", "the small model's margin",
+        "small model's margin<br>(below the line → big model)",
         "How far its best guess is ahead of its second (top-1 minus top-2 probability: 1 = certain, near 0 = a "
         "tie); BELOW the threshold the big model writes.",
-        "margin",
-        "how close the small model's two best guesses are"),
+        "margin", "how close the small model's two best guesses are"),
     "learned": Words(
-        "a router's guess that the big model differs (learned)", 0.01, "learned, probability", "the router's probability", "router's probability<br>that the big model differs",
+        "a router's guess that the big model differs (learned)", 0.01, "learned, probability",
+        "the router's probability", "router's probability<br>that the big model differs",
         "A router, trained on where the big model chose another token, reads the small model's probabilities, "
         "recent tokens and position and predicts how likely the big model is to choose another token here; "
         "above the threshold the big model writes.",

@@ -218,6 +218,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
         compare = (f'<section class="cascade-comparison"><h2>Compared with the big model alone</h2>'
                    f"{sentences.compare_html(summary, comparison)}</section>")
     short = prompt if len(prompt) <= 60 else prompt[:59] + "…"
+    asked = "The follow-up question" if earlier else "The prompt"
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -234,7 +235,7 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
 {_intro(config)}
 </header>
 {_earlier_section(earlier)}
-<section class="cascade-prompt"><h2>{"The follow-up question" if earlier else "The prompt"}</h2><div class="prompt">{_e(prompt)}</div></section>
+<section class="cascade-prompt"><h2>{asked}</h2><div class="prompt">{_e(prompt)}</div></section>
 <section class="cascade-result"><h2>The text</h2>
 <div class="cascade-summary">{result}</div>
 {tokens.text_panel(routing, view, given=config.answer_prefix)}

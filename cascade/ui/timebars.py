@@ -1,6 +1,5 @@
-"""Where a run's time went, as one small picture: a bar of this run's seconds by who spent them (the small model,
-the big model reading, the big model writing, choosing, the scoring after the answer) and, beside it, the big
-model alone's bar, measured by Compare or estimated (`segments`, the data; `figure`, the Plotly picture)."""
+"""Where a run's time went: a bar of this run's seconds by who spent them (`PARTS`) and the big model alone's bar,
+measured by Compare or estimated (`segments`, the data; `figure`, the Plotly picture)."""
 
 from __future__ import annotations
 
@@ -99,7 +98,8 @@ def _trace(part: str, found: list[Segment]) -> dict[str, Any]:
             "x": [s.seconds for s in found], "y": [s.bar for s in found], "marker": marker,
             "customdata": [[seconds_text(s.seconds), "<br>".join(textwrap.wrap(m, 60)), s.bar]
                            for s, m in zip(found, means)],
-            "hovertemplate": f"%{{customdata[2]}}: {kind.name}, %{{customdata[0]}}<br>%{{customdata[1]}}<extra></extra>"}
+            "hovertemplate": f"%{{customdata[2]}}: {kind.name}, %{{customdata[0]}}<br>%{{customdata[1]}}"
+                             "<extra></extra>"}
 
 
 def _tick(bar: str, found: list[Segment]) -> str:
