@@ -94,7 +94,6 @@ STOP = Kind(f"a non-empty string or a list of at most {MAX_STOP} non-empty strin
 MODEL = Kind("a string", STRING.test, why="the id of a model on offer (GET /v1/models lists them)")
 PROMPT = Kind("a string (or a list of one string)",
               lambda v: isinstance(v, str) or isinstance(v, list) and all(isinstance(p, str) for p in v))
-# No answer here can call a tool, so a request that insists on one is refused.
 TOOL_CHOICE = Kind('"none" or "auto"', lambda v: v in ("none", "auto"),
                    why="tools are not supported here, so no answer can be made to call one")
 MESSAGE = Kind("an object with a role and a content", OBJECT.test, required=("role", "content"), inner={

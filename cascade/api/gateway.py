@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from ..engine.config import ModelConfig
 from ..serving.messages import hide_paths
 from ..serving.settings import model_config
+from .fields import ApiError
 from .server import ApiSettings, create_api
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,8 @@ ATTEMPTS = 2  # one retry: a request that crashes llama.cpp would crash every re
 # the parts of a request's scope an HTTP app reads (no server objects), sent to the replica
 SCOPE_KEYS = ("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "root_path",
               "query_string", "headers", "client", "server")
-# What the gateway answers itself, by the same routes as a replica, from what it holds: a replica's calls all
-# count against its max_ongoing_requests, so these would otherwise wait behind every slot's generation. CORS
-# preflights (OPTIONS, any path) too: they need only the settings.
+# Answered by the gateway itself, as a replica would (and CORS preflights, any path): a replica's calls all count
+# against its max_ongoing_requests, so these would otherwise wait behind every slot's generation.
 OWN_PATHS = frozenset({"/health", "/v1/health", "/v1/models"})
 STATE_REFRESH_S = 2.0  # how often the gateway reads Serve's status of the replicas, for /health
 READ_WAIT_S = 5.0  # how long the gateway's own answer waits for a reading while no replica was known to run
@@ -39,10 +39,9 @@ ERROR_RETRY_S = 10.0  # /health's Retry-After when no replica runs: Ray's health
 
 
 def with_key(api: ApiSettings, keyed: bool, env: Mapping[str, str] | None = None) -> ApiSettings:
-    """`api` with the key of this process's environment (CASCADE_API_KEY): the one way the key reaches a replica,
-    so that it is never among the deployments' arguments, which Ray keeps and its tools may show. `keyed` (the
-    application was built with a key): with none in its environment, a replica refuses to start (RuntimeError)
-    rather than serve without one."""
+    """`api` with CASCADE_API_KEY from this process's environment: the one way the key reaches a replica (never
+    through the deployments' arguments, which Ray's tools show). `keyed` (built with a key) and none here:
+    RuntimeError, rather than serve without one."""
     key = (os.environ if env is None else env).get(KEY_VARIABLE, "")
     if keyed and not key:
         raise RuntimeError(f"the application was built with an API key, but {KEY_VARIABLE} is not set where this "
@@ -53,7 +52,7 @@ def with_key(api: ApiSettings, keyed: bool, env: Mapping[str, str] | None = None
 
 def error_json(message: str, code: str, kind: str = "server_error") -> bytes:
     """OpenAI's error object, as the API's own errors are."""
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+    return json.dumps(ApiError(0, message, code=code, kind=kind).body()).encode()
 
 
 class ReplicasView:
@@ -111,7 +110,7 @@ class Gateway:
         settings = with_key(api or ApiSettings.from_environment(), keyed)
         self.queue = settings.queue
         self.ongoing = 0
-        # The replicas' own routes over a view that never loads models: the same answers, keys and CORS headers.
+        # A replica's own routes over a view that loads no models: the same answers, keys and CORS headers.
         self.view = ReplicasView(model_config(dict(flags or {}), serving=True))
         self.own = create_api(self.view, settings)  # type: ignore[arg-type]
         self.read_state: Callable[[], tuple[str, str]] = serve_state
@@ -167,8 +166,7 @@ class Gateway:
             return  # the API has no websockets
         self.watch()
         if route_path(scope) in OWN_PATHS or scope["method"] == "OPTIONS":
-            # While a replica runs (as under load), the last reading answers; else a fresh one (milliseconds): the
-            # first replica may have loaded since, and "not yet" should not stand for a whole STATE_REFRESH_S.
+            # No replica known to run: read afresh, lest "not yet" stand for a whole STATE_REFRESH_S.
             if not self.view.ready():
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.read(), READ_WAIT_S)

@@ -147,9 +147,8 @@ class Models:
 
 def build(flags: Mapping[str, Any] | None = None, api: ApiSettings | None = None, scaling: Scaling = Scaling(),
           service: Callable[[ModelConfig], EngineService] = EngineService) -> Any:
-    """`Gateway` in front of `Models` replicas with `scaling`; `flags` win over each replica's environment. The key
-    is left out of the deployments' arguments: each replica reads CASCADE_API_KEY from its own environment, and
-    one built with a key in `api` (by default, from this environment) refuses to start without it (`with_key`)."""
+    """`Gateway` in front of `Models` replicas with `scaling`; `flags` win over each replica's environment. Each
+    replica reads the key from its own environment and, built with one in `api`, refuses to start without it."""
     require_ray()
     from ray import serve
 

@@ -45,8 +45,7 @@ DEFAULT_QUEUE = 64  # as many as the page's own queue holds (app.py's max_size)
 # One client's requests waiting or running: a chat app's answer, title, tags and follow-ups, several times over.
 DEFAULT_CLIENT_QUEUE = 16
 CLIENT_RETRY_AFTER_S = 5  # what a client past its own queue is asked to wait
-# How long a request waits for the models to load before a 503: a load from disk many times over, well
-# under a client's own patience (the `openai` library waits 600 s).
+# How long a request waits for the models to load before a 503 (the `openai` library itself waits 600 s).
 DEFAULT_LOAD_WAIT_S = 120.0
 LOADING_RETRY_AFTER_S = 5  # what a 503 while the models load asks a client to wait
 MAX_BODY_BYTES = 4 * 2**20  # refused (413) before it is read: over a hundred times the largest context's text
@@ -263,16 +262,16 @@ class _Api:
                        kind="server_error", code="models_loading", retry_after_s=LOADING_RETRY_AFTER_S)
 
     def take_place(self, client: str = "") -> Callable[[], None]:
-        """A place among the requests that wait or run (429 when none is free, or when `client` has its own queue
-        full), and its give-back, once."""
+        """A place among the requests that wait or run, and its give-back (once); 429 when none is free, or when
+        `client` has its own queue full."""
         with self.lock:
             if self.waiting >= self.settings.queue:
                 raise ApiError(429, f"{self.settings.queue} requests are already waiting or running; try again "
                                     "soon", kind="rate_limit_error", code="queue_full")
             if self.by_client[client] >= self.settings.client_queue:
                 raise ApiError(429, f"you have {self.settings.client_queue} requests waiting or running already; "
-                                    "try again once one has finished", kind="rate_limit_error", code="client_queue_full",
-                               retry_after_s=CLIENT_RETRY_AFTER_S)
+                                    "try again once one has finished", kind="rate_limit_error",
+                               code="client_queue_full", retry_after_s=CLIENT_RETRY_AFTER_S)
             self.waiting += 1
             self.by_client[client] += 1
         given_back = threading.Event()
@@ -321,16 +320,16 @@ class _Api:
 
     def reply(self, e: ApiError) -> JSONResponse:
         """An error in OpenAI's shape; every 503, and a 429 that knows, says when to try again (Retry-After)."""
-        if e.status == 429 and e.retry_after_s is not None:
-            return _AsciiJSON(e.body(), status_code=429, headers={"Retry-After": str(max(1, math.ceil(e.retry_after_s)))})
-        if e.status != 503:
+        seconds = e.retry_after_s
+        if e.status == 503 and seconds is None:
+            seconds = self.service.retry_in_s() or LOADING_RETRY_AFTER_S
+        if e.status not in (429, 503) or seconds is None:
             return _AsciiJSON(e.body(), status_code=e.status)
-        seconds = e.retry_after_s if e.retry_after_s is not None else self.service.retry_in_s() or LOADING_RETRY_AFTER_S
-        return _AsciiJSON(e.body(), status_code=503, headers={"Retry-After": str(max(1, math.ceil(seconds)))})
+        return _AsciiJSON(e.body(), status_code=e.status, headers={"Retry-After": str(max(1, math.ceil(seconds)))})
 
     def guarded(self, route: Callable[[HttpRequest], Awaitable[Any]]) -> Callable[[HttpRequest], Awaitable[Any]]:
-        """The route with every failure answered in OpenAI's shape (here, not by a handler for Exception, after
-        which Starlette raises again and uvicorn closes the connection)."""
+        """The route with every failure answered in OpenAI's shape (not by an Exception handler: after one,
+        Starlette raises again and uvicorn closes the connection)."""
         @functools.wraps(route)
         async def answered(http: HttpRequest) -> Any:
             try:
@@ -372,8 +371,7 @@ class _Api:
 
 
 def client_of(http: HttpRequest) -> str:
-    """Who a request comes from, for its fair share: its address, and the key it sends (hashed) where it sends one
-    (people behind one address with keys of their own are told apart)."""
+    """Who a request comes from, for its fair share: its address, and a hash of the key it sends, if any."""
     address = http.client.host if http.client else "unknown"
     token = http.headers.get("authorization", "").partition(" ")[2].strip()
     return f"{address} key {hashlib.sha256(token.encode()).hexdigest()[:12]}" if token else address

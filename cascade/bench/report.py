@@ -46,7 +46,8 @@ def costs_table(result: BenchResult) -> str:
         lines.append(f"| {n} | {c.draft_batch_s[n] * 1000:.1f} ms | {c.target_batch_s[n] * 1000:.1f} ms |"
                      + "".join(f" {v.draft_batch_s[n] * 1000:.1f} ms |" for v in variants.values()))
     lines.append("\nBest speed these costs allow, as a ratio to the target alone: cascade with a share s of "
-                 "tokens escalated, evenly spread " + ", ".join(f"s={s:.2f}: {v:.2f}×" for s, v in b.cascade_at_share.items())
+                 "tokens escalated, evenly spread "
+                 + ", ".join(f"s={s:.2f}: {v:.2f}×" for s, v in b.cascade_at_share.items())
                  + "; speculative if every draft were accepted "
                  + ", ".join(f"k={k}: {v:.2f}×" for k, v in b.speculative_best_case.items()) + ".")
     rows = ", ".join(f"{model} {v * 1000:.1f} ms" for model, v in c.extra_row_s.items())

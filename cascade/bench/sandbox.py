@@ -99,7 +99,7 @@ class _Cgroup:
             (path / "pids.max").write_text(str(MAX_PROCESSES))
             self.path = path
         except OSError:
-            shutil.rmtree(path, ignore_errors=True) if path.exists() else None
+            shutil.rmtree(path, ignore_errors=True)
 
     def join(self) -> None:  # in the child, between fork and exec
         if self.path is not None:

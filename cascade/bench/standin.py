@@ -1,5 +1,5 @@
 """Stand-in GGUFs: a file of a real model's shapes and quantization with random weights, built on the spot, that
-costs what the real model costs to run (and says nothing of its quality). Written with `struct` here; read by `engine.gguf`.
+costs what the real model costs to run (and says nothing of its quality). Written with `struct`; read by `engine.gguf`.
 
 The Q4_K_M recipe is llama.cpp's `llama_tensor_get_type` (src/llama-quant.cpp): Q4_K, the output matrix (a tied
 model's token embedding) Q6_K, attn_v and ffn_down Q6_K on the layers `use_more_bits` picks, counted in the order

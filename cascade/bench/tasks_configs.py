@@ -67,9 +67,9 @@ class Configuration:
                  *(name for name in self.reads if name != "budget")]
         if "threshold" in self.reads:
             names.append("rule")
-        if self.budget is not None:  # the threshold is not read; without a budget, no key (the cache's keys stay)
+        if self.budget is not None:  # the threshold is not read; no budget adds no key, so cached keys hold
             names = [name for name in names if name != "threshold"] + ["budget"]
-        if self.span is not None:  # the seed's one token: no key, as before spans existed
+        if self.span is not None:  # the seed's one token adds no key either
             names.append("span")
         return {name: getattr(self.config, name) for name in sorted(set(names))}
 

@@ -110,7 +110,7 @@ def _series(results: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str,
 
 
 def _colour(r: Mapping[str, Any]) -> str | None:
-    if r["policy"] in ("cascade",) and r["rule"] is not None:
+    if r["policy"] == "cascade" and r["rule"] is not None:
         return RULE_COLOURS.get(r["rule"])
     return POLICY_COLOURS.get(r["policy"], "#333")
 
@@ -130,7 +130,7 @@ def figure(results: Sequence[Mapping[str, Any]], title: str) -> go.Figure:
                  for r in group]
         mode = "markers" if len(group) == 1 else "lines+markers"
         for col, xs in ((1, [100 * r["target_share"] for r in group]),
-                        (2, [r["vs_target"] if r["vs_target"] is not None else None for r in group])):
+                        (2, [r["vs_target"] for r in group])):
             fig.add_trace(go.Scatter(x=xs, y=[100 * r["pass_at_1"] for r in group], mode=mode, name=label,
                                      legendgroup=name, showlegend=col == 1, marker=marker,
                                      line={"color": marker["color"]}, text=hover, hoverinfo="text"),

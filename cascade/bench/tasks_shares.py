@@ -12,11 +12,11 @@ from .tasks import PromptStyle, Task, TasksError
 from .tasks_cache import AnswerCache, Setup, cache_key
 from .tasks_results import ConfigResult
 
-SHARES_VERSION = 2  # 2: thresholds rounded only as far as they send the same positions
+SHARES_VERSION = 2  # part of the cached thresholds' key: bump when how they are chosen changes
 
 
-def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle,
-                          target: ConfigResult, rules: Sequence[str], shares: Sequence[float]) -> dict[str, list[float]]:
+def thresholds_for_shares(engine: Callable[[], Any], tasks: Sequence[Task], style: PromptStyle, target: ConfigResult,
+                          rules: Sequence[str], shares: Sequence[float]) -> dict[str, list[float]]:
     """Each rule's thresholds sending about these shares to the big model (`rule_curves` over teacher forcing)."""
     from ..routing.curves import rule_curves
 

@@ -25,7 +25,7 @@ from .costs import Costs, measure_costs
 Log = Callable[[str], None]
 
 SPECULATIVE_K = 4
-COST_REPEATS = 5  # medians of 5 calls (a 7B's 64-token read takes seconds on two cores)
+COST_REPEATS = 5  # each cost the median of this many calls
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ class Run:
         c = self.summary.counts
         return {"policy": self.summary.policy, "tokens": c.n_tokens, "by_big_model": c.n_target_tokens,
                 "wall_s": self.wall_s, "stop": self.summary.stop_reason,
-                "call_sizes": {m: {str(n): k for n, k in sizes.items()} for m, sizes in self.summary.work.call_sizes.items()},
+                "call_sizes": {m: {str(n): k for n, k in sizes.items()}
+                               for m, sizes in self.summary.work.call_sizes.items()},
                 "extra_rows": self.summary.work.extra_rows}
 
 
@@ -231,8 +232,9 @@ def break_even_sentence(rows: Sequence[MapRow], budget: float = 0.1) -> str:
     paying = [r for r in at if (speed[r.target] or 0) > 1.0]
     tried = ", ".join(r.target for r in at)
     if not paying:
+        best = max(speed.values(), key=lambda v: v or 0)
         return (f"On this machine a 0.5B small model does not save time with any big model tried ({tried}) at a "
-                f"{budget:.0%} share: the best is {max(speed.values(), key=lambda v: v or 0):.2f}× the big model alone.")
+                f"{budget:.0%} share: the best is {best:.2f}× the big model alone.")
     first = paying[0]
     figures = ", ".join(f"{speed[r.target]:.2f}× with {r.target}" for r in paying)
     return (f"On this machine a 0.5B small model saves time with a big model of {first.target} or more at a "

@@ -64,7 +64,7 @@ def run_on_ray(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     scaling = replicas.Scaling.parse(args.replicas, args.target_ongoing, args.replica_cpus)
-    flags = dataclasses.asdict(model_config(model_flags(args), serving=True))  # as resolved here, flag > environment > default
+    flags = dataclasses.asdict(model_config(model_flags(args), serving=True))  # flag > environment > default, here
     try:
         url = replicas.deploy(flags, scaling, host=args.host, port=args.port, address=args.ray_address)
         low, high = scaling.min_replicas, scaling.max_replicas

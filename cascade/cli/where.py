@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=128, help="tokens per answer (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per model (default: all cores)")
     p.add_argument("--no-speculative", action="store_true",
-                   help="skip speculative decoding on the first, real pair (its calls feed the other sizes' predictions)")
+                   help="skip speculative decoding on the first, real pair (its calls feed the other sizes' "
+                        "predictions)")
     p.add_argument("--replay", type=Path, default=None, metavar="FILE",
                    help="run nothing: recompute a results file's predictions and sentence from the runs and costs "
                         "it recorded, and write them to --json")
@@ -145,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
             path = real_path or stand_in(s, draft_path, rebuild=args.rebuild, progress=_Written())
             model = where.BigModel(s, Path(path), stand_in=real_path is None)
             log(f"{s.name}: {model.path.name}{' (stand-in)' if model.stand_in else ''}")
+            speculative = not model.stand_in and not args.no_speculative and not results
             results.append(where.measure_size(model, models, chosen, args.budgets, args.max_tokens,
-                                              speculative=not model.stand_in and not args.no_speculative and not results,
-                                              log=log))
+                                              speculative=speculative, log=log))
             rows = _rows(results)
             _write(args.json, rows, results, models, chosen, args, started, interrupted=False)
     except KeyboardInterrupt:
