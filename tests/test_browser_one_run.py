@@ -51,7 +51,14 @@ def compare_text(page) -> str:
     return page.evaluate("() => document.querySelector('.cascade-compare-box')?.innerText || ''")
 
 
-def test_generate_ends_a_comparison_still_running(browser, toy):
+COMPARING_JS = "() => /alone is writing/.test(document.querySelector('.cascade-compare-box')?.innerText || '')"
+COMPARE_GONE_JS = "() => !(document.querySelector('.cascade-compare-box')?.innerText || '').trim()"
+STOPPED_JS = "() => /^Stopped/.test(document.querySelector('.cascade-summary')?.innerText || '')"
+
+
+def test_generate_and_stop_each_end_a_comparison_still_running_and_stop_ends_a_run_at_once(browser, toy):
+    # One page walks all three (a page load and a first run are most of each walk's cost): a comparison ended by
+    # Generate, one ended by Stop, then a run stopped the moment after Generate.
     engine = SlowAlone(engine_for(toy.small, toy.related))
     demo, url = serve(lambda progress: engine)
     try:
@@ -59,12 +66,11 @@ def test_generate_ends_a_comparison_still_running(browser, toy):
         page.goto(url)
         page.get_by_role("button", name="Generate").click()
         finished(page)
+        # A new Generate while the big model alone still writes ends that comparison.
         page.get_by_role("button", name="Compare with the big model alone").click()
-        page.wait_for_function("() => /alone is writing/.test(document.querySelector('.cascade-compare-box')"
-                               "?.innerText || '')", timeout=30_000)
+        page.wait_for_function(COMPARING_JS, timeout=30_000)
         page.get_by_role("button", name="Generate").click()
-        page.wait_for_function("() => !(document.querySelector('.cascade-compare-box')?.innerText || '').trim()",
-                               timeout=1_000)  # the comparison's box is gone at once
+        page.wait_for_function(COMPARE_GONE_JS, timeout=1_000)  # the comparison's box is gone at once
         finished(page)
         page.wait_for_timeout(1_500)  # room for a comparison left running to draw again
         assert compare_text(page).strip() == ""  # nothing of it, not even Gradio's "Error" badge
@@ -72,31 +78,15 @@ def test_generate_ends_a_comparison_still_running(browser, toy):
         # the new run's engine starts only once the comparison's has stopped: they never share the CPU
         assert engine.order == ["run started", "run ended", "comparison ended", "run started", "run ended"], \
             engine.order
-        page.close()
-    finally:
-        demo.close()
-
-
-STOPPED_JS = "() => /^Stopped/.test(document.querySelector('.cascade-summary')?.innerText || '')"
-
-
-def test_stop_ends_a_comparison_and_a_run_at_once(browser, toy):
-    engine = SlowAlone(engine_for(toy.small, toy.related))
-    demo, url = serve(lambda progress: engine)
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        page.get_by_role("button", name="Generate").click()
-        finished(page)
+        # Stop ends a comparison.
         page.get_by_role("button", name="Compare with the big model alone").click()
-        page.wait_for_function("() => /alone is writing/.test(document.querySelector('.cascade-compare-box')"
-                               "?.innerText || '')", timeout=30_000)
+        page.wait_for_function(COMPARING_JS, timeout=30_000)
         page.get_by_role("button", name="Stop").click()
-        page.wait_for_function("() => !(document.querySelector('.cascade-compare-box')?.innerText || '').trim()",
-                               timeout=5_000)
+        page.wait_for_function(COMPARE_GONE_JS, timeout=5_000)
         page.wait_for_timeout(1_500)  # room for a comparison left running to draw again
         assert compare_text(page).strip() == ""  # nothing of it, not even Gradio's "Error" badge
-        assert engine.alone_started == 1 and engine.alone_finished == 0, "the comparison ran on"
+        assert engine.alone_started == 2 and engine.alone_finished == 0, "the comparison ran on"
+        assert engine.order[-1] == "comparison ended", engine.order
         # A run stopped the moment after Generate (128 tokens at 0.1 s: 13 s if it ran on).
         engine.run_pause_s = 0.1
         page.get_by_role("button", name="Generate").click()
@@ -105,7 +95,7 @@ def test_stop_ends_a_comparison_and_a_run_at_once(browser, toy):
         deadline = time.monotonic() + 10
         while engine.order[-1] != "run ended" and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert engine.order[-1] == "run ended" and engine.runs_finished == 1, "the stopped run went on"
+        assert engine.order[-1] == "run ended" and engine.runs_finished == 2, "the stopped run went on"
         assert page.evaluate(STOPPED_JS)
         page.close()
     finally:

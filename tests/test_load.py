@@ -203,7 +203,11 @@ def test_a_stop_in_each_policys_stream_leaves_the_page_answering_and_the_next_ru
     assert not engine.pair.lock.locked()
     # Every stopped generation really stopped: it never reached its end, not even later, in the background.
     n_completed = N_STOPS + 1 + ended_before_stop  # the short ones, the final one, any that ended on their own
-    assert counting.started == N_STOPS * 2 + 1 and counting.finished == n_completed
+    assert counting.finished == n_completed, "a stopped generation ran on to its end"
+    # Each short one and the final one reached the engine; a stopped one may not have: a Stop 0.03 s after its
+    # request can end it before its handler starts the engine on a loaded machine (right, and not this test's
+    # point; tests/test_one_run.py proves that case).
+    assert N_STOPS + 1 + ended_before_stop <= counting.started <= N_STOPS * 2 + 1, counting.started
     assert mid_stream >= N_STOPS // 2, f"only {mid_stream} of the Stops landed while text was streaming"
     print(f"\n{N_STOPS} Stops at seeded random moments ({mid_stream} while text was streaming, "
           f"{N_STOPS - mid_stream - ended_before_stop} before the first update, {ended_before_stop} after the end): "

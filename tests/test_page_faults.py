@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -308,18 +309,40 @@ def test_after_the_model_faults_good_models_work(switchable_page, toy):
     assert kind == "complete" and answer[3] == engine_text(engine_for(toy.small, toy.related), NORMAL)
 
 
-def test_an_unreachable_hub_named_by_the_environment_is_a_message_without_paths(tmp_path):
-    """app.py as an operator runs it: the models come from CASCADE_DRAFT/CASCADE_TARGET, Hub files here,
-    and the Hub is unreachable (HF_ENDPOINT points at a closed port)."""
-    port, hub_port = free_port(), free_port()
-    hf_home = tmp_path / "secret-dir" / "hf-home"
+UNREACHABLE_HUB_TEST = "test_an_unreachable_hub_named_by_the_environment_is_a_message_without_paths"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_py(request, tmp_path_factory):
+    """app.py as an operator runs it, started as this module begins when its test is to run: the models come
+    from CASCADE_DRAFT/CASCADE_TARGET, Hub files here, and the Hub is unreachable (HF_ENDPOINT points at a closed
+    port). A new process spends seconds on its imports; it spends them while the tests before its own run.
+    (the process, its page's url, the folder it was given); None when its test is not selected."""
+    if not any(item.name == UNREACHABLE_HUB_TEST and item.module is request.module for item in request.session.items):
+        yield None
+        return
+    # The Hub's port is held, bound and never listening (a connection is refused), for as long as app.py runs:
+    # no server another test starts meanwhile can take it.
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port, hub_port = free_port(), closed.getsockname()[1]
+    folder = tmp_path_factory.mktemp("app-py")
+    hf_home = folder / "secret-dir" / "hf-home"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False",
            "CASCADE_DRAFT": "toy-org/toy-small-GGUF/small.gguf", "CASCADE_TARGET": "toy-org/toy-related-GGUF/big.gguf",
            "CASCADE_THREADS": "2", "HF_HOME": str(hf_home), "HF_ENDPOINT": f"http://127.0.0.1:{hub_port}",
            "HF_HUB_ETAG_TIMEOUT": "2", "HF_HUB_DOWNLOAD_TIMEOUT": "2", "HF_HUB_DISABLE_TELEMETRY": "1"}
     app = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
+    yield app, f"http://127.0.0.1:{port}/", folder
+    if app.poll() is None:  # its test did not run to its end
+        stopped(app)
+    closed.close()
+
+
+def test_an_unreachable_hub_named_by_the_environment_is_a_message_without_paths(app_py):
+    """app.py as an operator runs it (`app_py`): an unreachable Hub is a message without paths."""
+    app, url, folder = app_py
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -336,7 +359,7 @@ def test_an_unreachable_hub_named_by_the_environment_is_a_message_without_paths(
     for shown in (html, summary):
         assert "could not be loaded" in shown and "unreachable" in shown, shown
         assert "toy-org/toy-small-GGUF/small.gguf" in shown and "CASCADE_DRAFT" in shown, shown
-        assert "secret-dir" not in shown and str(tmp_path) not in shown, shown
+        assert "secret-dir" not in shown and str(folder) not in shown, shown
     assert_clear(summary, context="an unreachable Hub")
     assert text == ""
     assert "model loading failed" in log  # the operator's log has the details
