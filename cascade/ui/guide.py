@@ -61,6 +61,9 @@ HOW_TO_READ = """\
   hatched): the prompt read in one batch, then one big-model step a token;
   "Compare with the big model alone" runs the big model by itself on the same prompt and settings, measures
   it, redraws its bar from the measurement, and shows both speeds and where the two texts differ.
+- **One run at a time.** Stop ends your answer or your comparison at once, even pressed the moment after
+  Generate; what was written stays, as a stopped run. A new Generate (a fork, a follow-up) ends a comparison
+  still running and removes its box before the new answer starts.
 - **Scoring:** the big model says how close the text is to what it would have written: the share of
   tokens at which it would have chosen the same token itself, and its perplexity of the text (how
   surprised it was by the text on average: 1 means it expected every token). It keeps its view of every
