@@ -8,6 +8,8 @@ first text shows.
 
     python lab/scripts/measure-open-webui.py --open-webui ~/.venvs/owui/bin/open-webui \
         --draft D.gguf --target T.gguf --parallel 4 --rounds 3
+
+With --stand-in, an API that answers at once (`openai-stand-in.py`) replaces the models: Open WebUI's own time.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def wait_for(url: str, seconds: float, ok=lambda status: status == 200) -> None:
 def start_api(args, port: int, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "cascade", "serve", "--draft", args.draft, "--target", args.target,
                "--threads", str(args.threads), "--parallel", str(args.parallel), "--port", str(port)]
+    if args.stand_in:  # Open WebUI's own cost: an API that answers at once
+        command = [sys.executable, str(Path(__file__).with_name("openai-stand-in.py")), str(port)]
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             cwd=ROOT)
 
@@ -95,8 +99,8 @@ def first_token_s(page, base: str, question: str, settle_s: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--open-webui", required=True, help="the open-webui executable")
-    parser.add_argument("--draft", required=True)
-    parser.add_argument("--target", required=True)
+    parser.add_argument("--draft", default="")
+    parser.add_argument("--target", default="")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument("--model", default="cascade", help="the policy Open WebUI chats with (default %(default)s)")
@@ -104,6 +108,8 @@ def main() -> int:
     parser.add_argument("--chromium", default="/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else "",
                         help="a Chromium to drive (default: /usr/bin/chromium where it exists, else Playwright's)")
     parser.add_argument("--settle", type=float, default=20, help="seconds after each first token, for the rest")
+    parser.add_argument("--stand-in", action="store_true",
+                        help="an API that answers at once instead of the models (Open WebUI's own time)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
