@@ -119,9 +119,8 @@ def make_generate(engine_provider: EngineProvider, running: Running | None = Non
 
 
 def started(run: Run) -> Update:
-    """The first update, before the engine starts: Gradio can cancel a generator (Stop, a newer run) only once it
-    has yielded, and a generator closed is an engine stopped. From here the page's run is the new one (running, no
-    text yet), so that nothing drawn for an earlier run lands under it; the plain copy is emptied."""
+    """The first update, before the engine starts: from here the page's run is the new one (running, no text yet), so
+    that a Stop reads it and nothing drawn for an earlier run lands under it; the plain copy is emptied."""
     return Update(plain_text="", run=run)
 
 
@@ -236,7 +235,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
-    yield alone_writing(())  # as `started`: from here on Stop or a newer run can close this generator
+    yield alone_writing(())  # as `started`: the box says at once that the big model is writing
     try:
         with lent_engine(engine_provider, progress, visitor) as engine:
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
