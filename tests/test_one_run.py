@@ -119,3 +119,15 @@ def test_stop_ends_the_visitors_generation_even_when_gradios_cancel_never_comes(
     waiter.join(timeout=30)
     assert not waiter.is_alive(), "the generation went on after Stop"
     assert counting.ended.wait(30) and counting.finished == 0, "the stopped generation reached its end"
+
+
+def test_a_comparison_ended_while_it_waited_in_the_queue_empties_its_box_and_never_runs():
+    from cascade.ui.generate import compare_updates
+
+    running = Running()
+    running.expect("visitor", COMPARISON)  # Compare clicked; its handler waits in Gradio's queue
+    running.end("visitor", COMPARISON, wait=False)  # a new Generate's quick step (or Stop)
+    asked = []
+    with running.running("visitor", COMPARISON) as handle:
+        updates = list(compare_updates(lambda progress: asked.append(progress), None, lambda *a, **k: None, handle))
+    assert asked == [] and [(u.compare_html, u.numbers) for u in updates] == [("", None)]
