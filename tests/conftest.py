@@ -11,6 +11,13 @@ from .helpers import CHROMIUM, CHROMIUM_ARGS, engine_for, serve
 from .toymodels import ToyModels, build_toy_models
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """A test of the real pair is in the real-model tier, marked or not (scripts/test runs that tier alone)."""
+    for item in items:
+        if "real_pair" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real)
+
+
 @pytest.fixture(scope="session")
 def toy(tmp_path_factory) -> ToyModels:
     return build_toy_models(tmp_path_factory.mktemp("toy-models"))
@@ -64,7 +71,7 @@ class OneContext:
     scripts come from the cache after the first (about 0.3 s of the 1.3 s a page takes to load)."""
 
     def __init__(self, chromium) -> None:
-        self._context = chromium.new_context()
+        self._context = chromium.new_context(reduced_motion="reduce")  # fewer of Gradio's transitions to draw
 
     def new_page(self, viewport: dict | None = None, **options):
         page = self._context.new_page(**options)

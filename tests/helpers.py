@@ -23,8 +23,6 @@ from cascade import Engine, GenerationConfig, ModelConfig, load_pair  # noqa: E4
 from cascade.engine.policies import POLICY_TABLE  # noqa: E402
 from cascade.engine.events import Counts, Summary, Timings, TokenEvent, Written  # noqa: E402
 from cascade.routing.budget import BudgetTracker  # noqa: E402
-from cascade.ui.generate import GENERATE_INPUTS, request_config  # noqa: E402
-from cascade.ui.link import LINK_RULE_BEFORE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,6 +143,9 @@ def page_inputs(**changes: Any) -> tuple:
     without a rule is a perplexity, and without a budget decides alone (no budget), as the page reads a link
     that names a threshold and neither (one made before the page started at the margin rule with a budget,
     `link.LINK_RULE_BEFORE`)."""
+    from cascade.ui.generate import GENERATE_INPUTS  # the page's modules load Gradio: only where a test needs them
+    from cascade.ui.link import LINK_RULE_BEFORE
+
     unknown = set(changes) - set(GENERATE_INPUTS)
     assert not unknown, f"not an input of the page: {unknown}"
     if "threshold" in changes and "rule" not in changes:
@@ -157,6 +158,8 @@ def page_inputs(**changes: Any) -> tuple:
 
 def engine_text(engine: Engine, inputs: tuple) -> str:
     """The text the engine writes for these page inputs, mapped to a request exactly as the page maps them."""
+    from cascade.ui.generate import GENERATE_INPUTS, request_config
+
     values = dict(zip(GENERATE_INPUTS, inputs))
     prompt, mode = values.pop("prompt"), values.pop("mode")
     events = list(engine.generate(prompt, request_config(mode, values)))
@@ -389,6 +392,12 @@ def finished(page, timeout=90_000, unlike: str | None = None):
     page.wait_for_function(FINISHED_JS, arg=unlike, timeout=timeout)
 
 
+def summary_reads(page, text: str, timeout: float = 15_000) -> None:
+    """Waits until the summary's first line is `text` (Gradio may show its timer there a moment longer)."""
+    page.wait_for_function("(t) => document.querySelector('.cascade-summary')?.innerText === t", arg=text,
+                           timeout=timeout)
+
+
 def summary_text(page) -> str:
     """The summary as a visitor can read it all: its first line, then its fold "More about this run" (opened
     if it is shown and closed: the page draws a closed fold's text only once opened)."""
@@ -414,3 +423,50 @@ def opened_link(browser, url: str, query: str):
         page.wait_for_function("() => /from the link/.test(document.querySelector('.cascade-summary')?.innerText)",
                                timeout=30_000)
     return page
+
+
+# ---- a page in the browser tier ---------------------------------------------------------------------
+
+PROMPT = "The cat sat on the mat"  # the toy prompt the browser tests type
+CHART_TRACES = """() => {
+  const plot = document.querySelector('.cascade-chart .js-plotly-plot');
+  return plot && plot.data ? plot.data.map(t => ({name: t.name, meta: t.meta, n: t.x.length, y: Array.from(t.y)}))
+                           : null;
+}"""
+COUNT = "(selector) => document.querySelectorAll(selector).length"
+
+
+def chart(page) -> list[dict]:
+    page.wait_for_function(f"() => ({CHART_TRACES})() !== null", timeout=30_000)
+    return page.evaluate(CHART_TRACES)
+
+
+def write_at_most(page, n_tokens: int) -> None:
+    """Sets "Most tokens to write" under "More settings" (open)."""
+    most = page.get_by_label("number input for Most tokens to write")
+    most.fill(str(n_tokens))
+    most.press("Enter")
+
+
+MODE_LABELS = {"raw": "Raw: the model continues the text", "chat": "Chat: the model answers"}
+
+
+def generated(browser, url: str, mode: str = "raw", height: int = 1000):
+    """A new page at `url` that has generated the toy prompt (as raw text, or a chat message), and finished."""
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    page.goto(url)
+    page.get_by_label("Prompt").fill(PROMPT)
+    page.get_by_label(MODE_LABELS[mode]).check()
+    page.get_by_role("button", name="Generate").click()
+    finished(page)
+    return page
+
+
+def copied_link(page) -> str:
+    """What "Copy link" gives for the page as it is."""
+    page.get_by_role("button", name="Copy link").click()
+    page.wait_for_function("() => { const e = document.querySelector('.cascade-link textarea, .cascade-link input');"
+                           " return e && e.value.length > 0 && e.value !== window.__lastLink; }", timeout=15_000)
+    link = page.locator(".cascade-link textarea, .cascade-link input").input_value()
+    page.evaluate("(l) => { window.__lastLink = l; }", link)
+    return link

@@ -16,7 +16,6 @@ import pytest
 
 from cascade import GenerationConfig
 from cascade.engine.policies import POLICY_TABLE
-from cascade.routing.rules import RULE_TABLE
 from cascade.ui import rulewords, sentences
 from cascade.ui.hover import standalone_hover_js
 from cascade.ui.runfile import DATA_ID, read_run, run_html
