@@ -105,7 +105,7 @@ def test_generate_and_stop_each_end_a_comparison_still_running_and_stop_ends_a_r
             time.sleep(0.05)
         assert engine.order.count("run started") == engine.order.count("run ended"), "the stopped run went on"
         assert engine.runs_finished == 2, "the stopped run went on"
-        assert page.evaluate(STOPPED_JS)
+        page.wait_for_function(STOPPED_JS, timeout=10_000)  # still stopped (Gradio's timer may show a moment first)
         page.close()
     finally:
         demo.close()
