@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from lab.api_load import BACKGROUND_PROMPT  # noqa: E402
+from lab.local import cascade_serve  # noqa: E402
 
 
 def first_token_s(url: str, question: str) -> float | None:
@@ -51,18 +51,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--port", type=int, default=8956)
     args = parser.parse_args()
-    url = f"http://127.0.0.1:{args.port}"
-    server = subprocess.Popen([sys.executable, "-m", "cascade", "serve", "--draft", args.draft, "--target",
-                               args.target, "--threads", str(args.threads), "--parallel", "4", "--port",
-                               str(args.port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    flags = ["--draft", args.draft, "--target", args.target, "--threads", str(args.threads), "--parallel", "4"]
+    with cascade_serve(flags, args.port) as url:
         alone = [first_token_s(url, f"({i}) Explain what a hash table is in two sentences.") for i in range(4)]
         beside = []
         for i in range(3):
@@ -73,9 +63,6 @@ def main() -> None:
             title.join()
         print(f"{args.threads} threads, 4 slots: first token alone {', '.join(f'{t:.2f}' for t in alone)} s; "
               f"beside a title-like request {', '.join(f'{t:.2f}' for t in beside)} s")
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

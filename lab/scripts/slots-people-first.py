@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -30,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from lab.api_load import BACKGROUND_PROMPT, stream_once  # noqa: E402
+from lab.local import cascade_serve  # noqa: E402
 
 QUESTION = "Explain in a few sentences how tides work."
 
@@ -101,26 +100,13 @@ def main() -> None:
     parser.add_argument("--batch-slots", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    url = f"http://127.0.0.1:{args.port}"
-    command = [sys.executable, "-m", "cascade", "serve", "--draft", args.draft, "--target", args.target,
-               "--threads", str(args.threads), "--port", str(args.port)] + (["--batch-slots"] if args.batch_slots else [])
-    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "CASCADE_API_KEY": ""},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0)) as http:
-            for _ in range(300):
-                try:
-                    if http.get(f"{url}/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(1)
-            stream_once(http, url, question(8), time.perf_counter(), {})  # warm
-            figures = {"threads": args.threads, "batch_slots": args.batch_slots,
-                       **first_token_beside_two(http, url), **second_client(http, url)}
-    finally:
-        server.terminate()
-        server.wait()
+    flags = ["--draft", args.draft, "--target", args.target, "--threads", str(args.threads)]
+    flags += ["--batch-slots"] if args.batch_slots else []
+    with cascade_serve(flags, args.port, env={"CASCADE_API_KEY": ""}) as url, \
+            httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0)) as http:
+        stream_once(http, url, question(8), time.perf_counter(), {})  # warm
+        figures = {"threads": args.threads, "batch_slots": args.batch_slots,
+                   **first_token_beside_two(http, url), **second_client(http, url)}
     print(json.dumps(figures, indent=1))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
