@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +121,19 @@ def test_a_stream_carries_the_same_text_provenance_and_usage(client, service):
         summary.counts.n_draft_tokens
     assert usage["cascade"]["slots"] == {"batched": False, "shared_calls": 0}  # the slots took turns
     assert usage["cascade"]["vs_target"] is not None and usage["cascade"]["vs_target"] > 0
+
+
+def test_each_answered_request_leaves_one_line_in_the_hosts_log(client, caplog):
+    caplog.set_level(logging.INFO, logger="cascade.api.server")
+    for stream in (True, False):
+        answer = client.chat.completions.create(model="cascade", messages=MESSAGES, max_tokens=6, stream=stream)
+        if stream:
+            list(answer)
+    lines = [r.getMessage() for r in caplog.records if r.name == "cascade.api.server"]
+    assert [line.split()[0] for line in lines] == ["stream", "whole"], lines
+    for line in lines:
+        assert re.search(r"^\w+ cascade for 127\.0\.0\.1 key \w+: \d+ prompt tokens, waited \d+\.\d\d s for a slot, "
+                         r"first token \d+\.\d\d s, \d+ tokens in \d+\.\d\d s \(\w+\)$", line), line
 
 
 def test_the_stream_ends_without_waiting_for_the_targets_scoring_pass(client, service, monkeypatch):

@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 
 from cascade.api import protocol
 from cascade.api.fields import shown
-from cascade.api.server import MAX_BODY_BYTES, ApiSettings, create_api
+from cascade.api.fields import MAX_BODY_BYTES
+from cascade.api.server import ApiSettings, create_api
 
 from .helpers import AnsweringService, Server
 

@@ -271,6 +271,38 @@ def test_a_background_request_waits_no_longer_than_the_age_limit():
     assert context.batches == [[(0, 1)], [(1, 1)]]
 
 
+def test_a_person_between_two_steps_is_waited_for_before_a_background_call_but_no_longer_than_the_wait():
+    clock = WatchedClock()
+    scheduler, context = Scheduler(max_wait_s=0.05, clock=clock), FakeContext(clock=clock)
+    scheduler.enter(0), scheduler.enter(1)
+    scheduler.run(call(context, 0))  # the person's step; its next call comes once its Python has run
+    title = call(context, 1)
+    title.priority = BACKGROUND
+    reads = clock.reads
+    step = in_thread(scheduler.run, title)
+    assert clock.read_at_least(reads + 3), "the background call did not wait"
+    assert context.batches == [[(0, 1)]]
+    person = in_thread(scheduler.run, call(context, 0))  # the person's next call goes first
+    person.join(timeout=30)
+    assert context.batches == [[(0, 1)], [(0, 1)]]
+    clock.now += 0.05  # the person is between steps again: the title goes once the wait has run out, not before
+    step.join(timeout=30)
+    assert not step.is_alive() and context.batches == [[(0, 1)], [(0, 1)], [(1, 1)]]
+    assert context.stamps[-1] == 1000.05
+
+
+def test_a_background_call_does_not_wait_for_a_person_who_has_left():
+    scheduler, context = Scheduler(max_wait_s=5.0, clock=FakeClock()), FakeContext()
+    scheduler.enter(0), scheduler.enter(1)
+    scheduler.run(call(context, 0))
+    scheduler.leave(0)  # the clock never moves: a wait for slot 0 would never end
+    title = call(context, 1)
+    title.priority = BACKGROUND
+    step = in_thread(scheduler.run, title)
+    step.join(timeout=30)
+    assert not step.is_alive() and context.batches == [[(0, 1)], [(1, 1)]]
+
+
 def test_a_step_waits_for_every_writing_slot_then_decodes_them_in_one_batch():
     # The wait never runs out on a clock that does not move: the step is taken when all three have called.
     scheduler, context = Scheduler(max_wait_s=1.0, clock=FakeClock(), batch=True), FakeContext()

@@ -1,6 +1,7 @@
 """Each request field's type, one table per endpoint (`CHAT`, `COMPLETION`), and a refused request
 (`ApiError`): `check` holds a body to its table before anything reads it (absent or null is not given), and
-`json_object` answers anything that is not one JSON object with a 400, never a server error."""
+`body_of` reads a request's body into one JSON object (else a 400, or a 413 past MAX_BODY_BYTES), never a
+server error."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ ROLES = ("system", "developer", "user", "assistant")
 # OpenAI's integers are 64-bit; a larger one is no count, length or seed anyone means.
 LARGEST_INTEGER = 2**63 - 1
 QUOTED_CHARS = 40  # of a string a refusal quotes
+MAX_BODY_BYTES = 4 * 2**20  # refused (413) before it is read: over a hundred times the largest context's text
 
 
 class ApiError(Exception):
@@ -162,6 +164,24 @@ def given(body: Mapping[str, Any], *names: str) -> Any:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+async def body_of(http: Any) -> dict[str, Any]:
+    """The request's JSON object; a body over MAX_BODY_BYTES is refused before more of it is read."""
+    declared = http.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large()
+    raw = bytearray()
+    async for chunk in http.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise too_large()
+    return json_object(bytes(raw))
+
+
+def too_large() -> ApiError:
+    return ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB, far more text than the models' "
+                         "context can hold; send a shorter conversation", code="request_too_large")
 
 
 def json_object(raw: bytes) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import time
 from typing import Any, Callable, Mapping
 
 from ..engine.config import ModelConfig

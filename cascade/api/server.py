@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
@@ -48,7 +49,6 @@ CLIENT_RETRY_AFTER_S = 5  # what a client past its own queue is asked to wait
 # How long a request waits for the models to load before a 503 (the `openai` library itself waits 600 s).
 DEFAULT_LOAD_WAIT_S = 120.0
 LOADING_RETRY_AFTER_S = 5  # what a 503 while the models load asks a client to wait
-MAX_BODY_BYTES = 4 * 2**20  # refused (413) before it is read: over a hundred times the largest context's text
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class Answer:
 
     def __init__(self, service: EngineService, request: Request, client: str | None = None) -> None:
         self.service, self.request, self.client = service, request, client
+        self.arrived = time.perf_counter()
         self.target_tokens_per_s: float | None = None
         self.batched_slots = False  # whether the slots decode requests together (`--batch-slots`)
         self.pump = EventPump(self._events(), name="cascade-api-request")
@@ -95,6 +96,7 @@ class Answer:
         with self.service.lease(asker=Asker(self.client, interactive=self.request.stream)) as engine:
             if self.pump.cancelled:  # the client left while the request waited for an engine
                 return
+            leased = time.perf_counter()
             pair = getattr(engine, "pair", None)  # (a stand-in engine has none: not batched)
             self.batched_slots = bool(getattr(getattr(pair, "config", None), "batch_slots", False))
             # A person reading a stream goes first; a request answered whole (a title, tags) waits for them.
@@ -103,20 +105,27 @@ class Answer:
                     if isinstance(event, Summary):
                         step = engine.tuner.target_step.value
                         self.target_tokens_per_s = 1.0 / step if step else None
+                        log.info("%s", self.log_line(event, leased))
                     yield event
+
+    def log_line(self, summary: Summary, leased: float) -> str:
+        """One request in a host's log: who, what, its wait for a slot, its first token, its end."""
+        waited, first = leased - self.arrived, summary.timings.first_token_s
+        return (f"{'stream' if self.request.stream else 'whole'} {summary.policy} for {self.client or 'a client'}: "
+                f"{summary.prompt_tokens} prompt tokens, waited {waited:.2f} s for a slot, first token "
+                f"{'-' if first is None else f'{waited + first:.2f} s'}, {summary.counts.n_tokens} tokens in "
+                f"{time.perf_counter() - self.arrived:.2f} s ({summary.stop_reason})")
 
 
 @contextlib.contextmanager
 def in_class(engine: Any, priority: int) -> Iterator[None]:
     """The engine's calls in `priority`'s class for the block, then back to interactive (the page's)."""
-    set_priority = getattr(engine, "set_priority", None)
-    if set_priority is not None:
-        set_priority(priority)
+    set_priority = getattr(engine, "set_priority", lambda _priority: None)  # (a stand-in engine has none)
+    set_priority(priority)
     try:
         yield
     finally:
-        if set_priority is not None:
-            set_priority(INTERACTIVE)
+        set_priority(INTERACTIVE)
 
 
 def _error(e: BaseException) -> ApiError:
@@ -137,11 +146,6 @@ def _error(e: BaseException) -> ApiError:
     log.error("a request failed", exc_info=e)
     return ApiError(500, "the server failed to answer; whoever runs it can find the details in its log",
                     kind="server_error")
-
-
-def _too_large() -> ApiError:
-    return ApiError(413, f"the request body is over {MAX_BODY_BYTES // 2**20} MiB, far more text than the models' "
-                         "context can hold; send a shorter conversation", code="request_too_large")
 
 
 def _sse(payload: Any) -> str:
@@ -178,19 +182,6 @@ async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
 
     threading.Thread(target=work, daemon=True, name="cascade-api-wait").start()
     return await done
-
-
-async def _body_of(http: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object; a body over MAX_BODY_BYTES is refused before more of it is read."""
-    declared = http.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
-    raw = bytearray()
-    async for chunk in http.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise _too_large()
-    return fields.json_object(bytes(raw))
 
 
 async def _items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
@@ -366,7 +357,7 @@ class _Api:
         """A completions route: the key checked, the body read into a `Request` by `read`, then answered."""
         async def route(http: HttpRequest) -> Any:
             self.check_key(http)
-            return await self.answer(read(await _body_of(http)), client_of(http))
+            return await self.answer(read(await fields.body_of(http)), client_of(http))
         return route
 
 

@@ -67,6 +67,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._pending: list[Call] = []
         self._active: Counter[object] = Counter()  # slot -> generations running on it (nested: a page's pass)
+        self._interactive_served: dict[object, float] = {}  # slot -> when its last interactive call was decoded
         self._busy = False  # a step (or a cache operation) is running
         self.steps = 0
         self.batched_calls = 0  # calls decoded in a step beside another sequence's
@@ -79,6 +80,8 @@ class Scheduler:
     def leave(self, slot: object) -> None:
         with self._cond:
             self._active -= Counter([slot])  # a Counter keeps positive counts only
+            if slot not in self._active:
+                self._interactive_served.pop(slot, None)
             self._cond.notify_all()  # a step waiting for this slot need not wait any longer
 
     @property
@@ -124,6 +127,7 @@ class Scheduler:
         """(Holding the condition.) Gather a step's calls, decode them with the condition released."""
         self._busy = True
         try:
+            self._hold_for_interactive()
             self._gather()
             calls = self._take()
             self._cond.release()
@@ -133,13 +137,31 @@ class Scheduler:
                 self._cond.acquire()
             self.steps += 1
             shared = len({c.seq for c in calls}) > 1
+            served = self.clock()
             for call in calls:
                 call.step, call.shared = self.steps, shared
+                if call.priority == INTERACTIVE:
+                    self._interactive_served[call.seq] = served
             if shared:
                 self.batched_calls += len(calls)
         finally:
             self._busy = False
             self._cond.notify_all()
+
+    def _hold_for_interactive(self) -> None:
+        """Before a background call, wait up to `max_wait_s` from its last step for an interactive slot that is
+        between two calls (its Python runs): a title's long read must not slip in before each of a person's steps."""
+        while True:
+            first = self._first()
+            if first.priority != BACKGROUND or self._aged(first, self.clock()):
+                return
+            calling = {c.seq for c in self._pending}
+            due = [served + self.max_wait_s for slot, served in self._interactive_served.items()
+                   if slot in self._active and slot not in calling]
+            left = max(due, default=0.0) - self.clock()
+            if left <= 0:
+                return
+            self._cond.wait(left)
 
     def _gather(self) -> None:
         if not self.batch:  # each call alone: nothing to wait for
@@ -156,11 +178,14 @@ class Scheduler:
         waiting = {c.seq for c in self._pending}
         return all(slot in waiting for slot in self._active)
 
+    def _aged(self, call: Call, now: float) -> bool:
+        """Whether a background call has waited its age limit (then it goes first, as the oldest)."""
+        return now - call.since >= self.age_limit_s
+
     def _first(self) -> Call:
         """The call to decode next: the oldest interactive one, or a background one that waited its age limit."""
         now = self.clock()
-        return min(self._pending, key=lambda c: (c.priority == BACKGROUND and now - c.since < self.age_limit_s,
-                                                 c.since))
+        return min(self._pending, key=lambda c: (c.priority == BACKGROUND and not self._aged(c, now), c.since))
 
     def _take(self) -> list[Call]:
         """The first call (`_first`), and (`batch`) every other one on the same model and mode that fits beside."""
