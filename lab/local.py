@@ -38,14 +38,15 @@ def serve_in_thread(app: Any) -> tuple[Any, int]:
 
 @contextmanager
 def cascade_serve(flags: Sequence[str], port: int, env: dict[str, str] | None = None,
-                  wait_s: float = 300) -> Iterator[str]:
-    """`python -m cascade serve FLAGS --port PORT` in its own process, its output dropped: its base URL once /health
-    answers 200 (at most `wait_s`); ended on leaving."""
+                  wait_s: float = 300, log: Path | None = None) -> Iterator[str]:
+    """`python -m cascade serve FLAGS --port PORT` in its own process, its output dropped (or written to `log`): its
+    base URL once /health answers 200 (at most `wait_s`); ended on leaving."""
     import httpx
 
     url = f"http://127.0.0.1:{port}"
+    out = log.open("w") if log else subprocess.DEVNULL
     server = subprocess.Popen([sys.executable, "-m", "cascade", "serve", *flags, "--port", str(port)], cwd=ROOT,
-                              env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + wait_s
         while True:
@@ -63,3 +64,5 @@ def cascade_serve(flags: Sequence[str], port: int, env: dict[str, str] | None = 
     finally:
         server.terminate()
         server.wait()
+        if log:
+            out.close()

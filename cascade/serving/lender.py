@@ -1,6 +1,8 @@
-"""Who gets the next free slot (`Lender`): the engines of the loaded pair, lent one per request. A client holding
-its share of the slots while others wait goes after them; then a person watching (a stream, the page) before a
-background request, which goes first all the same once it has waited `AGE_LIMIT_S`; then the oldest."""
+"""Who gets the next free slot (`Lender`): the engines of the loaded pair, lent one per request. The last free slot
+(of two or more) is kept for a person watching whose client has no other answer watched, so that a newcomer never
+waits for someone else's answers to end. A client holding its share of the slots while others wait goes after
+them; then a person watching (a stream, the page) before a background request, which goes first all the same once
+it has waited `AGE_LIMIT_S`; then the oldest."""
 
 from __future__ import annotations
 
@@ -40,13 +42,16 @@ class Lender(Generic[T]):
         self._free: list[T] = []
         self._waiting: list[_Waiting] = []
         self._held: Counter[str | None] = Counter()  # slots held, by client
-        self._holder: dict[int, str | None] = {}  # id(engine) -> the client it is lent to
+        self._holder: dict[int, Asker] = {}  # id(engine) -> who it is lent to
+        self._watched: Counter[str | None] = Counter()  # slots held with a person watching, by client
 
     def put(self, engine: T) -> None:
         """An engine back in the pool (or added to it)."""
         with self._cond:
             if id(engine) in self._holder:
-                self._held -= Counter([self._holder.pop(id(engine))])  # a Counter keeps positive counts only
+                asker = self._holder.pop(id(engine))
+                self._held -= Counter([asker.client])  # a Counter keeps positive counts only
+                self._watched -= Counter([asker.client] if asker.interactive else [])
             self._free.append(engine)
             self._cond.notify_all()
 
@@ -59,8 +64,9 @@ class Lender(Generic[T]):
                 while not (self._free and self._next() is me):
                     self._cond.wait()
                 engine = self._free.pop()
-                self._holder[id(engine)] = asker.client
+                self._holder[id(engine)] = asker
                 self._held[asker.client] += 1
+                self._watched[asker.client] += asker.interactive
                 return engine
             finally:
                 self._waiting.remove(me)
@@ -83,8 +89,15 @@ class Lender(Generic[T]):
         clients = set(self._held) | {w.asker.client for w in self._waiting}
         return max(1, math.ceil(total / max(1, len(clients))))
 
-    def _next(self) -> _Waiting:
-        """(Holding the condition.) Who the next free engine goes to."""
+    def _may_take(self, w: _Waiting) -> bool:
+        """(Holding the condition.) Whether `w` may take a free engine now: any but the last of two or more; that
+        one only with a person watching whose client (if named) has no other answer watched."""
+        if len(self._free) > 1 or len(self._free) + sum(self._held.values()) < 2:
+            return True
+        return w.asker.interactive and (w.asker.client is None or not self._watched[w.asker.client])
+
+    def _next(self) -> _Waiting | None:
+        """(Holding the condition.) Who the next free engine goes to (None: no one waiting may take it)."""
         now, share = self._clock(), self.share()
 
         def turn(w: _Waiting) -> tuple:
@@ -92,4 +105,4 @@ class Lender(Generic[T]):
             waits_for_people = not w.asker.interactive and now - w.since < self.age_limit_s
             return over_share, waits_for_people, w.since
 
-        return min(self._waiting, key=turn)
+        return min(filter(self._may_take, self._waiting), key=turn, default=None)

@@ -8,7 +8,8 @@ slots' fairness, each measured side by side with its baseline in one run.
    the second client's first token.
 3. /health's time while every slot is busy.
 
-    python lab/scripts/slots-people-first.py DRAFT.gguf TARGET.gguf [--threads 2] [--port 8931] [--batch-slots]
+    python lab/scripts/slots-people-first.py DRAFT.gguf TARGET.gguf [--threads 2] [--port 8931] [--batch-slots] \
+        [--log serve.log]
 
 Nothing else should run beside it (llama.cpp's threads spin: two busy processes slow each other far more than
 twice).
@@ -99,10 +100,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8931)
     parser.add_argument("--batch-slots", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--log", type=Path, default=None, help="the server's log (a line per request) to this file")
     args = parser.parse_args()
     flags = ["--draft", args.draft, "--target", args.target, "--threads", str(args.threads)]
     flags += ["--batch-slots"] if args.batch_slots else []
-    with cascade_serve(flags, args.port, env={"CASCADE_API_KEY": ""}) as url, \
+    with cascade_serve(flags, args.port, env={"CASCADE_API_KEY": ""}, log=args.log) as url, \
             httpx.Client(timeout=httpx.Timeout(600.0, connect=30.0)) as http:
         stream_once(http, url, question(8), time.perf_counter(), {})  # warm
         figures = {"threads": args.threads, "batch_slots": args.batch_slots,
