@@ -43,15 +43,12 @@ class Lender(Generic[T]):
         self._waiting: list[_Waiting] = []
         self._held: Counter[str | None] = Counter()  # slots held, by client
         self._holder: dict[int, Asker] = {}  # id(engine) -> who it is lent to
-        self._watched: Counter[str | None] = Counter()  # slots held with a person watching, by client
 
     def put(self, engine: T) -> None:
         """An engine back in the pool (or added to it)."""
         with self._cond:
             if id(engine) in self._holder:
-                asker = self._holder.pop(id(engine))
-                self._held -= Counter([asker.client])  # a Counter keeps positive counts only
-                self._watched -= Counter([asker.client] if asker.interactive else [])
+                self._held -= Counter([self._holder.pop(id(engine)).client])  # a Counter keeps positive counts only
             self._free.append(engine)
             self._cond.notify_all()
 
@@ -66,7 +63,6 @@ class Lender(Generic[T]):
                 engine = self._free.pop()
                 self._holder[id(engine)] = asker
                 self._held[asker.client] += 1
-                self._watched[asker.client] += asker.interactive
                 return engine
             finally:
                 self._waiting.remove(me)
@@ -94,7 +90,9 @@ class Lender(Generic[T]):
         one only with a person watching whose client (if named) has no other answer watched."""
         if len(self._free) > 1 or len(self._free) + sum(self._held.values()) < 2:
             return True
-        return w.asker.interactive and (w.asker.client is None or not self._watched[w.asker.client])
+        client = w.asker.client
+        return w.asker.interactive and (client is None or not any(
+            held.interactive and held.client == client for held in self._holder.values()))
 
     def _next(self) -> _Waiting | None:
         """(Holding the condition.) Who the next free engine goes to (None: no one waiting may take it)."""
