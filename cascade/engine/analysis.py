@@ -36,9 +36,8 @@ class Slot:
     @property
     def reading(self) -> TokenEvent | None:
         """The event carrying the draft's reading of its own choice here; None where it proposed nothing."""
-        if not self.by_target:
-            return self.token if self.token.draft_ppl is not None else None
-        return self.proposal if self.proposal is not None and self.proposal.draft_ppl is not None else None
+        event = self.proposal if self.by_target else self.token
+        return event if event is not None and event.draft_ppl is not None else None
 
     @property
     def routing_ppl(self) -> float | None:
@@ -58,8 +57,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class Decision:
-    """How the big model's positions are chosen: `rule` at `threshold` (its units), or, with a `budget` (the
-    big model's share), at the threshold the budget sets per position (`threshold` is then unused)."""
+    """How the big model's positions are chosen: `rule` at `threshold`, or at the threshold a `budget` sets."""
 
     rule: str
     threshold: float
@@ -67,15 +65,13 @@ class Decision:
 
     def same_as(self, other: "Decision") -> bool:
         """Whether both choose the same positions: same rule, and same budget or (with none) threshold."""
-        if self.rule != other.rule or (self.budget is None) != (other.budget is None):
-            return False
-        return self.budget == other.budget if self.budget is not None else self.threshold == other.threshold
+        return (self.rule == other.rule and self.budget == other.budget
+                and (self.budget is not None or self.threshold == other.threshold))
 
 
 def asked_decision(run: Decision, threshold: float | None = None, rule: str | None = None,
                    budget: float | None = None) -> Decision | None:
-    """The what-if asked of a run decided by `run`: a `budget`, else a `threshold`, else the run's own way
-    under another `rule`; None where nothing is asked or it is what the run did."""
+    """The what-if asked of a run decided by `run`; None where nothing is asked or it is what the run did."""
     if threshold is None and rule is None and budget is None:
         return None
     asked = Decision(rule or run.rule, run.threshold if threshold is None else threshold,
@@ -85,8 +81,7 @@ def asked_decision(run: Decision, threshold: float | None = None, rule: str | No
 
 @dataclass(frozen=True)
 class RunView:
-    """A run as it was written (`run`), or the what-if asked of it: another `threshold`, `rule` or `budget`
-    (None: the run's), a share replayed from the calibration's `prior`."""
+    """A run as it was written (`run`), or the what-if asked of it: another `threshold`, `rule` or `budget`."""
 
     run: Decision
     threshold: float | None = None
@@ -191,8 +186,7 @@ class Routing:
         return WhatIf(Decision(rule.name, threshold), verdicts, (threshold,) * len(verdicts))
 
     def whatif(self, decision: Decision, prior: Sequence[float] | None = None) -> WhatIf | None:
-        """The what-if of `decision` by the recorded scores; None where the run has none by its rule. A budget
-        replays its tracker from `prior` (None: the rule's default), passing over positions never judged."""
+        """The what-if of `decision` by the recorded scores (a budget replays from `prior`); None without them."""
         rule = as_rule(decision.rule)
         if not self.scored_by(rule):
             return None
@@ -202,11 +196,8 @@ class Routing:
         verdicts, thresholds = [], []
         for slot in self.slots:
             score = slot.score(rule)
-            if slot.reading is None:
-                verdicts.append(None)
-                thresholds.append(tracker.threshold)
-                continue
-            escalated = tracker.judge(score)
+            judged = slot.reading is not None  # a position never judged is passed over
+            escalated = tracker.judge(score) if judged else None
             verdicts.append(None if score is None else escalated)
-            thresholds.append(tracker.used[-1])
+            thresholds.append(tracker.used[-1] if judged else tracker.threshold)
         return WhatIf(decision, tuple(verdicts), tuple(thresholds))

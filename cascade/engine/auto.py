@@ -1,12 +1,6 @@
-"""The `auto` policy's tuner: running cost estimates, and the cheapest way to write the next tokens.
-
-From running averages of the models' per-call costs (d, t1, b), the escalation rate and the acceptance
-rate, it predicts seconds per token of the target alone, cascade and speculative decoding at each k
-(`costmodel`), and switches only to a way predicted 10% cheaper; cascade, which changes the text, must be
-10% cheaper than the best lossless way. While the target writes alone, a speculative probe now and then
-(after 64 tokens, then 128, ...) refreshes the draft's estimates. The tuner lives on the Engine, so its
-estimates carry over between requests.
-"""
+"""The `auto` policy's tuner: from running averages of the models' per-call costs (d, t1, b) and the escalation
+and acceptance rates, the way predicted cheapest (`costmodel`) to write the next tokens. It switches only to a way
+10% cheaper, and while the target writes alone it probes the draft now and then (after 64 tokens, then 128, ...)."""
 
 from __future__ import annotations
 
@@ -68,8 +62,7 @@ class AutoTuner(Observer):
             self.recent_reads.append(max(0.0, seconds - step.value) / (n_tokens - 1))
 
     def alone_costs(self) -> tuple[float, float] | None:
-        """(a target step, a further token of a long read): medians of the recent calls, for the big model alone's
-        estimate (a check's price a token where no long read was seen); None before any."""
+        """(a target step, a further token of a long read): medians of the recent calls; None before any."""
         if not self.recent_steps:
             return None
         reads = self.recent_reads or ([self.target_extra.value] if self.target_extra.value is not None else [])
@@ -89,8 +82,7 @@ class AutoTuner(Observer):
     # ---- decisions --------------------------------------------------------------------------------
 
     def predictions(self, horizon: int = 128, draft_lag: int = 0) -> dict[tuple[str, int], float]:
-        """Predicted seconds per token of each way of writing the next `horizon` tokens, with `draft_lag`
-        tokens the draft must read first; {} before the costs are measured."""
+        """Predicted seconds per token of each way of writing the next `horizon` tokens; {} before costs are known."""
         d, t1, b = self.draft_step.value, self.target_step.value, self.target_extra.value
         if None in (d, t1, b):
             return {}
@@ -155,8 +147,7 @@ class AutoTuner(Observer):
 
 
 class CostWatcher(Observer):
-    """Teaches a tuner the models' costs from a run it does not steer: the machine's speed drifts, and the
-    big model alone's estimate reads the latest."""
+    """Teaches a tuner the models' costs from a run it does not steer (the machine's speed drifts)."""
 
     def __init__(self, tuner: AutoTuner) -> None:
         self.tuner = tuner

@@ -1,9 +1,6 @@
 """Slots: each a sequence in each model's context, its generation in its own thread. The pair's `Scheduler`
-decodes one call at a time, oldest first, so that a sequence's every decode is shaped as when it runs alone
-(batch-invariant: the same tokens and scores whoever else is writing); with `batch=True` it decodes every
-pending call on one model in one llama.cpp batch (waiting at most `max_wait_s` for every writing slot), whose
-logits differ slightly from each call alone. Rollbacks are applied by the sequence's next step, so caches
-change only while no decode runs."""
+decodes one call at a time, oldest first, so each decode is shaped as when it runs alone (batch-invariant);
+with `batch=True` it decodes every pending call on one model in one llama.cpp batch (logits differ slightly)."""
 
 from __future__ import annotations
 
@@ -28,8 +25,7 @@ def on_decoding_thread(work, *args, **kwargs):
 
 
 MAX_WAIT_S = 0.01  # longer than a generation's Python between two model calls, far shorter than a decode
-# A call's class: a person watching (a streamed answer, the page) goes before a background request (a title or
-# tags an API client asked for without streaming), which goes first all the same once it has waited AGE_LIMIT_S.
+# A call's class: a person watching goes before a background request (a title, tags) until it waited AGE_LIMIT_S.
 INTERACTIVE, BACKGROUND = 0, 1
 AGE_LIMIT_S = 10.0  # a long answer's prompt and first tokens fit well inside it; a title waits that long at most
 
@@ -55,8 +51,7 @@ class Call:
 
 
 class Scheduler:
-    """One decode at a time for a loaded pair: the oldest call alone, or (`batch`) every call pending on its
-    model in one batch."""
+    """One decode at a time for a loaded pair: the oldest call alone, or (`batch`) all pending on its model."""
 
     def __init__(self, max_wait_s: float = MAX_WAIT_S, clock: Callable[[], float] = time.perf_counter,
                  batch: bool = False, age_limit_s: float = AGE_LIMIT_S) -> None:
@@ -149,8 +144,7 @@ class Scheduler:
             self._cond.notify_all()
 
     def _hold_for_interactive(self) -> None:
-        """Before a background call, wait up to `max_wait_s` from its last step for an interactive slot that is
-        between two calls (its Python runs): a title's long read must not slip in before each of a person's steps."""
+        """Before a background call, wait up to `max_wait_s` for an interactive slot that is between two calls."""
         while True:
             first = self._first()
             if first.priority != BACKGROUND or self._aged(first, self.clock()):
@@ -168,15 +162,11 @@ class Scheduler:
             return
         # From now, not from the oldest call's arrival: the slots the last step served are only now calling.
         deadline = self.clock() + self.max_wait_s
-        while not self._everyone_pending():
+        while not {c.seq for c in self._pending}.issuperset(self._active):
             left = deadline - self.clock()
             if left <= 0:
                 return
             self._cond.wait(left)
-
-    def _everyone_pending(self) -> bool:
-        waiting = {c.seq for c in self._pending}
-        return all(slot in waiting for slot in self._active)
 
     def _aged(self, call: Call, now: float) -> bool:
         """Whether a background call has waited its age limit (then it goes first, as the oldest)."""
@@ -232,13 +222,11 @@ class SharedContext:
 
     def drop(self, seq: int, keep: int) -> None:
         """Forget sequence `seq`'s cache from position `keep` on (no step may run meanwhile)."""
-        mem = llama_cpp.llama_get_memory(self.llm.ctx)
-        llama_cpp.llama_memory_seq_rm(mem, seq, keep, -1)
+        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(self.llm.ctx), seq, keep, -1)
 
     def end(self, seq: int) -> int:
         """One past the last position the cache holds for `seq`."""
-        mem = llama_cpp.llama_get_memory(self.llm.ctx)
-        return int(llama_cpp.llama_memory_seq_pos_max(mem, seq)) + 1
+        return int(llama_cpp.llama_memory_seq_pos_max(llama_cpp.llama_get_memory(self.llm.ctx), seq)) + 1
 
     def decode(self, calls: Sequence[Call]) -> None:
         """One llama.cpp batch of every call's tokens; each call's rows copied out, or its error set."""

@@ -1,5 +1,4 @@
-"""The Qwen2.5 Instruct family by size: where each Q4_K_M GGUF lives on the Hub, its parts and bytes, and the
-shapes its config.json gives."""
+"""The Qwen2.5 Instruct family by size: each Q4_K_M GGUF's place on the Hub, its parts, bytes and shape."""
 
 from __future__ import annotations
 
@@ -83,9 +82,9 @@ def size(name: str) -> Size:
 
 def split_parts(filename: str) -> list[str]:
     """Every part's file name of a split GGUF given any one of them; a file that is not split is its own list."""
-    match = _SPLIT.match(filename.rsplit("/", 1)[-1])
+    folder, slash, name = filename.rpartition("/")
+    match = _SPLIT.match(name)
     if not match:
         return [filename]
-    folder = filename[: len(filename) - len(filename.rsplit("/", 1)[-1])]
     n = int(match["parts"])
-    return [f"{folder}{match['stem']}-{k:05d}-of-{n:05d}.gguf" for k in range(1, n + 1)]
+    return [f"{folder}{slash}{match['stem']}-{k:05d}-of-{n:05d}.gguf" for k in range(1, n + 1)]

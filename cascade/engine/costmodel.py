@@ -1,8 +1,5 @@
-"""Expected seconds per token of each way of writing, from three per-call costs (for `auto` and the bench).
-
-d: the draft's cost for one token; t1: the target's for a call over one token; b: the target's for each
-further token of the same call.
-"""
+"""Expected seconds per token of each way of writing, from three per-call costs (for `auto` and the bench): d, the
+draft's for one token; t1, the target's for a call over one token; b, the target's for each further token of it."""
 
 from __future__ import annotations
 

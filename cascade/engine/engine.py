@@ -59,9 +59,8 @@ class Engine:
 
     def generate(self, prompt: str, config: GenerationConfig | None = None, score: bool = True,
                  mark_written: bool = False) -> Iterator[Event]:
-        """Yield TokenEvents as decisions are made, then one Summary, under the pair's lock. `score`: the target
-        then reads the text for the quality figures; `mark_written`: a `Written` event comes before that pass.
-        Closing the generator early leaves both models ready for the next request."""
+        """Yield TokenEvents, then one Summary, under the pair's lock; `score` adds quality (after a `Written`
+        with `mark_written`). Closing the generator early leaves both models ready for the next request."""
         config = (config or GenerationConfig()).validate().check_router(self.router is not None)
         policy = POLICY_TABLE[config.policy]
         with self.pair.writing():
@@ -80,15 +79,13 @@ class Engine:
     def teacher_force(self, prompt: str, chat: bool, target_tokens: Sequence[int], system: str = "",
                       answer_prefix: str = "", hidden: bool = False,
                       history: Sequence[tuple[str, str]] = ()) -> list[Position]:
-        """The draft's reading at every position of the target's own text for this prompt, in one batched
-        pass (`forcing.forced_positions`); `hidden`: the features include the draft's hidden state."""
+        """The draft's reading at every position of the target's text for this prompt (`forcing.forced_positions`)."""
         with self.pair.writing():
             prompt_tokens = self.encode(prompt, chat, system, answer_prefix, history)
             return forced_positions(self.pair, prompt_tokens, target_tokens, self.router, hidden=hidden)
 
     def break_even_share(self, horizon: int = 128) -> float | None:
-        """The largest big-model share at which cascade beats the target alone, from `auto`'s measured costs;
-        None before any were measured."""
+        """The largest big-model share at which cascade beats the target alone (None before costs are measured)."""
         return self.tuner.break_even_share(horizon)
 
     def cascade_speed(self, share: float, horizon: int = 128) -> float | None:
@@ -96,14 +93,12 @@ class Engine:
         return self.tuner.cascade_speed(share, horizon)
 
     def estimate_target_alone_s(self, prompt_tokens: int, n_tokens: int) -> float | None:
-        """Seconds the target alone would take for this request: its prompt read as a long read, then a step a
-        token, at the recent costs (`AutoTuner.alone_costs`: measured at loading, then by every run); None before."""
+        """Seconds the target alone would take for this request at the recent costs (None before any)."""
         costs = self.tuner.alone_costs()
         return None if costs is None else target_alone_s(*costs, prompt_tokens, n_tokens)
 
     def calibrate(self, prompt: str = CALIBRATION_PROMPT, tokens: int = 24) -> None:
-        """Teach `auto` this pair's costs at loading: a short run of the target alone and one of speculative
-        decoding, both watched by its tuner."""
+        """Teach `auto` this pair's costs: a short run of the target alone, then one of speculative decoding."""
         with self.pair.writing():
             prompt_tokens = self.encode(prompt, chat=True)
             for config in (GenerationConfig(policy="target", max_tokens=tokens),

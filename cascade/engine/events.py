@@ -117,8 +117,7 @@ class Work:
     # Each model's calls by their size: {"target": {1: 40, 5: 12, 61: 1}} (tokens evaluated: calls)
     call_sizes: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
     extra_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # a check of k tokens asks k + 1 rows
-    # Each model's seconds in calls of more than one token (the prompt, a check, a catch-up), which also write the
-    # token after what they read; a model absent: not recorded (older files, the seed's loop).
+    # Each model's seconds in calls of more than one token (the prompt, a check, a catch-up); absent: not recorded.
     reading_s: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def split(self, model: str) -> tuple[float, float] | None:

@@ -1,5 +1,4 @@
-"""Teacher forcing: the draft read along the target's own text in one batched pass, its reading at every
-position and whether its argmax is the target's token (`routing.curves.Position`)."""
+"""Teacher forcing: the draft's reading at every position of the target's own text, in one batched pass."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ CHUNK = 32  # draft rows read per call (each a whole vocabulary)
 
 def forced_positions(pair: ModelPair, prompt: Sequence[int], text: Sequence[int], router: Router | None = None,
                      chunk: int = CHUNK, hidden: bool = False) -> list[Position]:
-    """The draft's reading at every position of `text` (the target's tokens after `prompt`), with its hidden
-    state when `hidden` or the router reads it. The caller holds the pair's lock."""
+    """The draft's reading at each position of `text` (the target's tokens after `prompt`), under the caller's lock."""
     out: list[Position] = []
     trail = Trail()
     prompt, text = list(prompt), list(text)

@@ -1,5 +1,4 @@
-"""A GGUF file's header, read without loading the model: each key's value type and raw bytes, and each tensor's
-name, dimensions and ggml type (the memory check and the stand-ins read it)."""
+"""A GGUF file's header, read without loading the model: its keys' types and raw values, its tensors' shapes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Prompt lookup's n-gram search: proposals copied from earlier in the text, a pure function on token lists.
-
-The target checks them as it checks the draft's tokens (prompt lookup decoding, Saxena 2023).
-"""
+"""Prompt lookup's n-gram search (Saxena 2023): proposals copied from earlier in the text, for the target to check."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""One request's run of the loop (`Generation`). Each turn: a round's start settles its way (`auto` chooses) and a
-policy that looks up copies tokens; a policy that does not draft lets the target write alone; else the draft
-proposes a token, which the rule (`Judge`) sends to the target if doubtful, a window of 0 keeps at once, and a
-fuller window holds for the target's batched check (`verify` keeps a prefix; the target adds the next token)."""
+"""One request's run of the loop (`Generation`): each turn, lookup or the draft proposes, the rule (`Judge`) sends
+a doubtful token to the target, and held proposals wait for the target's batched check (`Policy.verify`)."""
 
 from __future__ import annotations
 
@@ -45,15 +43,14 @@ class Proposal:
 
 class Generation:
     """`run()` yields the events, then the Summary. `tuner` chooses each round's way, `watchers` observe; `score` adds
-    quality (with `mark_written`, a `Written` first, and the target keeps the rows it reads catching up, so the
-    scoring pass reads only what it never read); the last `n_given` prompt tokens are the answer prefix."""
+    quality; the last `n_given` prompt tokens are the answer prefix."""
 
     def __init__(self, pair: ModelPair, prompt: Sequence[int], config: GenerationConfig,
                  tuner: AutoTuner | None = None, watchers: Sequence[Observer] = (), router: Router | None = None,
                  score: bool = True, n_given: int = 0, mark_written: bool = False) -> None:
         self.pair, self.config, self.tuner, self.score, self.n_given = pair, config, tuner, score, n_given
-        self.mark_written = mark_written and score  # a `Written` event before the scoring pass
-        self.keep_rows = self.mark_written  # someone waits for the score (a page): catch-up rows are kept
+        # Someone waits for the score (a page): a `Written` event first, and catch-up rows are kept for the score.
+        self.mark_written = mark_written and score
         self.mode = Mode(POLICY_TABLE[config.policy], config.k)
         self.prompt = list(prompt)
         self.sampler = Sampler(Sampling(config.temperature, config.top_k, config.top_p), config.seed)
@@ -86,7 +83,6 @@ class Generation:
         yield from self.summaries()
 
     def step(self) -> Iterator[Event]:
-        """One turn of the loop (the module's docstring says it in words)."""
         if not self.pending:
             self.start_round()
             if self.mode.policy.looks_up and self.look_up():
@@ -140,12 +136,9 @@ class Generation:
         return Proposal(position, token, reading.draft_ppl, row, q, reading=reading, draft_top=self.named(reading.top))
 
     def look_up(self) -> bool:
-        """Up to k tokens that followed the text's end where it occurred before become pending proposals (none
-        past an end of generation); False if it found none."""
-        context = self.prompt + self.out
-        room = self.room - len(self.out)
-        tokens = continuation(context, self.config.lookup_ngram, min(MIN_NGRAM, self.config.lookup_ngram),
-                              min(self.mode.k, room))
+        """Pend up to k tokens that followed the text's end where it occurred before; False if it found none."""
+        tokens = continuation(self.prompt + self.out, self.config.lookup_ngram,
+                              min(MIN_NGRAM, self.config.lookup_ngram), min(self.mode.k, self.room - len(self.out)))
         end = next((i for i, t in enumerate(tokens) if self.pair.is_end_of_generation(t)), None)
         tokens = tokens if end is None else tokens[:end + 1]
         for token in tokens:
@@ -165,7 +158,7 @@ class Generation:
         """The target reads the pending proposals in one batch, keeps those `verify` accepts, and writes the next."""
         pending, self.pending = self.pending, []
         context = self.prompt + self.out + [p.token for p in pending]
-        caught_up = self.catching_up(context) if self.keep_rows else 0
+        caught_up = self.catching_up(context) if self.mark_written else 0
         rows, _ = self.advance("target", context, caught_up + len(pending) + 1)
         self.keep_views(rows[:caught_up], len(self.out) - caught_up)
         rows = rows[caught_up:]
@@ -200,8 +193,7 @@ class Generation:
         self.follow_span(escalated is not None or in_span, token, rows[kept])
 
     def catching_up(self, context: list[int]) -> int:
-        """How many written positions before the pending ones the target reads now, catching up (their rows are
-        kept for the score, so that it reads only what the target never read)."""
+        """How many written positions before the pending ones the target reads now, catching up."""
         first = max(self.pair.target.held(context) + 1 - len(self.prompt), 0)  # its row is context[first - 1]'s
         return max(len(self.out) - first, 0)
 
@@ -214,8 +206,7 @@ class Generation:
                 self.target_tops[position] = top_tokens(row, self.config.alternatives)
 
     def follow_span(self, escalating: bool, token: int, row: np.ndarray) -> None:
-        """Whether the target writes the next token too (`span_goes_on`, while a budget `affords` it); a span's
-        tokens after the escalated one count against a budget."""
+        """Whether the target writes the next token too (`span_goes_on`, while a budget `affords` it)."""
         if not escalating or not self.mode.policy.escalates:
             self.span = 0
             return
@@ -265,19 +256,16 @@ class Generation:
         self.notify("told", event)
         return event
 
-    def budget_account(self) -> BudgetAccount | None:
-        """What a token budget asked, the threshold it meant, and from what (None without a budget)."""
-        tracker = self.judge.budget
-        return None if tracker is None else BudgetAccount(tracker.budget, tracker.meant, tracker.source)
-
     def summaries(self) -> Iterator[Event]:
         """The Summary, its parts made once, with `scoring.score`'s quality if asked (and a `Written` before it)."""
+        tracker = self.judge.budget
+        budget = None if tracker is None else BudgetAccount(tracker.budget, tracker.meant, tracker.source)
         made = functools.partial(
             Summary, text=self.text.text, policy=self.config.policy, stop_reason=self.stop_reason,
             prompt_tokens=len(self.prompt), counts=self.recorder.counts(),
             timings=self.recorder.timings(self.judge.routing_s, self.judge.router_s), work=self.recorder.work(),
             rule=self.config.rule if self.mode.policy.escalates else "", device=self.pair.config.device,
-            answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given, budget=self.budget_account())
+            answer_prefix=self.config.answer_prefix, n_given_tokens=self.n_given, budget=budget)
         if not self.score:
             yield made()
             return

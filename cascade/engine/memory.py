@@ -1,5 +1,4 @@
-"""What a pair of models needs in memory (weights, KV cache, working buffers), read from the GGUF header or the
-catalog, against what this machine or container can still give (`free_memory`); no model is loaded here."""
+"""What a pair of models needs in memory (weights, KV cache, working buffers) against what this machine can give."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class Need:
 
 
 def need(weights: int, shape: KvShape | None, n_ctx: int, slots: int, n_batch: int) -> Need:
-    """A model's need: its file bytes, its KV cache for `slots` x `n_ctx` tokens (none counted without a
-    shape), and the working buffers for a batch of `n_batch` tokens."""
+    """A model's need: its file bytes, its KV cache for `slots` x `n_ctx` tokens, and a batch's working buffers."""
     kv = 0 if shape is None else n_ctx * slots * shape.layers * 2 * shape.kv_heads * shape.head_dim * KV_BYTES
     vocab = (shape.vocab if shape is not None else None) or FALLBACK_VOCAB
     working = n_batch * vocab * 4 * (2 if slots > 1 else 1) + WORKING_SPARE
@@ -81,8 +79,7 @@ def _number(text: str | None, key: str) -> int | None:
 
 
 def _cgroup_room(root: Path) -> int | None:
-    """The cgroup's limit less what it uses and cannot give back (its inactive file cache can be reclaimed);
-    None without a limit. cgroup v2's files, else v1's."""
+    """The cgroup's (v2, else v1) limit less what it uses and cannot give back; None without a limit."""
     for base, limit_name, usage_name in ((root, "memory.max", "memory.current"),
                                          (root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes")):
         limit, usage = _read(base / limit_name), _read(base / usage_name)
@@ -97,8 +94,7 @@ def _cgroup_room(root: Path) -> int | None:
 
 
 def free_memory(meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """Bytes this process can still use: the machine's MemAvailable, or the container's room under its
-    cgroup limit where that is smaller; None where neither can be read (not Linux)."""
+    """Bytes this process can still use: MemAvailable, or the cgroup's room if smaller; None if neither is read."""
     available_kb = _number(_read(meminfo), "MemAvailable:")
     known = [v for v in (available_kb and available_kb * 1024, _cgroup_room(cgroup)) if v is not None]
     return min(known) if known else None
@@ -112,8 +108,7 @@ def skip_requested(env: Mapping[str, str] = os.environ) -> bool:
 # ---- the GGUF header ------------------------------------------------------------------------------
 
 def read_kv_shape(path: Path) -> KvShape | None:
-    """A GGUF file's KV shape and vocabulary size from its header (the first part of a split file holds it);
-    None where the header is not a GGUF one or lacks the sizes."""
+    """A GGUF file's KV shape and vocabulary size from its header; None where it is not one or lacks them."""
     try:
         header = read_header(path)
     except (OSError, ValueError):

@@ -1,6 +1,5 @@
-"""Finding, downloading, loading and pairing the two models: a size of the catalog by name ("7B"), a local path,
-or `repo_id/filename` on the Hugging Face Hub (a split file in all its parts), fetched once into its cache with
-its progress said; what the pair needs in memory is checked before downloading and again before loading."""
+"""Finding, downloading, loading and pairing the two models: a catalog size by name ("7B"), a local path, or
+`repo_id/filename` on the Hugging Face Hub (a split file in all its parts), checked against the free memory."""
 
 from __future__ import annotations
 
@@ -46,11 +45,6 @@ class HubFile:
         return [HubFile(self.repo_id, name) for name in split_parts(self.filename)]
 
 
-def size_named(spec: str) -> Size | None:
-    """The catalog's size a spec names ("7B", "0.5b"), or None."""
-    return next((s for name, s in FAMILY.items() if name.lower() == spec.strip().lower()), None)
-
-
 def catalog_size(spec: str) -> Size | None:
     """The catalog's size whose file (any part) a spec names, by name or by file, or None."""
     where = parse_model_spec(spec)
@@ -59,10 +53,9 @@ def catalog_size(spec: str) -> Size | None:
 
 
 def parse_model_spec(spec: str) -> Path | HubFile:
-    """A size by name (its Hub file), a local path if one exists (or the spec clearly is a path), else
-    `owner/repo/filename`."""
+    """A size by name (its Hub file), a local path if one exists or the spec looks like one, else a HubFile."""
     path = Path(spec).expanduser()
-    named = size_named(spec)
+    named = next((s for name, s in FAMILY.items() if name.lower() == spec.strip().lower()), None)
     if named is not None and not path.is_file():
         return parse_model_spec(named.spec)
     looks_local = spec.startswith(("/", "./", "../", "~")) or path.exists()
@@ -105,14 +98,12 @@ def locate(spec: str, role: str = "model") -> Located:
 
 
 def resolve_model(spec: str, role: str = "model", progress: Progress = lambda _msg: None) -> Path:
-    """The local path of a model (a split file's first part, the others beside it), downloading it from the Hub
-    on first use."""
+    """The local path of a model (a split file's first part), downloading it from the Hub on first use."""
     return fetch(locate(spec, role), progress).path
 
 
 def local_model(spec: str) -> Path | None:
-    """The local path of a model already on this machine (a file, or every part in the Hub's cache), asking no
-    one; else None."""
+    """The local path of a model already on this machine (a file, or every part in the Hub's cache), else None."""
     where = parse_model_spec(spec)
     if isinstance(where, Path):
         return where if where.is_file() else None
@@ -160,8 +151,7 @@ def _hub_size(part: HubFile, role: str) -> int:
 
 def fetch(model: Located, progress: Progress = lambda _msg: None, clock: Callable[[], float] = time.monotonic
           ) -> Located:
-    """The model with every part on disk: each part not cached is downloaded (huggingface_hub resumes a cut
-    transfer), its progress said through `progress`."""
+    """The model with every part on disk, each part not cached downloaded with its progress said."""
     if model.path is not None:
         return model
     hub, total = model.where, sum(model.sizes)
@@ -208,8 +198,7 @@ def pair_need(config: "ModelConfig", draft: Located, target: Located) -> memory.
 
 def check_memory(config: "ModelConfig", draft: Located, target: Located,
                  free_memory: memory.FreeMemory | None = None) -> None:
-    """Refuse a pair this machine cannot hold (not with CASCADE_SKIP_MEMORY_CHECK=1, nor with layers on a GPU,
-    nor where free memory cannot be read)."""
+    """Refuse a pair this machine cannot hold (unless skipped, with layers on a GPU, or free memory is unknown)."""
     if memory.skip_requested() or config.n_gpu_layers != 0:
         return
     free = (free_memory or memory.free_memory)()
@@ -226,16 +215,12 @@ def check_memory(config: "ModelConfig", draft: Located, target: Located,
                      f"big model, or free memory (or set {memory.SKIP_ENV}=1 to load it anyway).")
 
 
-def check_gguf(path: Path, role: str = "model") -> None:
-    with open(path, "rb") as f:
-        if f.read(4) != GGUF_MAGIC:
-            raise ModelError(f"the {role} model is not a GGUF file: {path.name}")
-
-
 def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_all: bool = False,
                slots: int = 1) -> llama_cpp.Llama:
     """A model and its context: `config.n_ctx` tokens for each of `slots` sequences."""
-    check_gguf(path, role)
+    with open(path, "rb") as f:
+        if f.read(4) != GGUF_MAGIC:
+            raise ModelError(f"the {role} model is not a GGUF file: {path.name}")
     try:
         llm = llama_cpp.Llama(model_path=str(path), n_ctx=config.n_ctx, n_batch=config.n_batch,
                               n_ubatch=config.n_batch, n_threads=config.n_threads, n_threads_batch=config.n_threads,
@@ -249,9 +234,7 @@ def load_model(path: Path, config: "ModelConfig", role: str = "model", logits_al
 
 def give_slots(llm: llama_cpp.Llama, n_ctx: int, slots: int) -> None:
     """`llm`'s context replaced by one of `slots` sequences of `n_ctx` tokens, each with a cache of its own (not
-    llama.cpp's unified one): a sequence's attention reads the same cells, in the same places, as when it runs
-    alone, so its logits do not depend on who else is in the context (llama-cpp-python offers many sequences only
-    with a unified cache)."""
+    llama.cpp's unified one), so a sequence's logits do not depend on who else is in the context."""
     from llama_cpp import _internals
 
     params = type(llm.context_params).from_buffer_copy(llm.context_params)
@@ -278,8 +261,7 @@ def _is_padding(vocab, token: int) -> bool:
 
 def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> int:
     """Refuse a pair unless every id both have means the same text and every row only the bigger one has is
-    padding (token type UNUSED, as the 128 rows Qwen2.5 7B and 14B have past the smaller sizes'); return the
-    shared vocabulary size."""
+    padding (token type UNUSED); return the shared vocabulary size."""
     vd, vt = _vocab(draft), _vocab(target)
     if llama_cpp.llama_vocab_type(vd) != llama_cpp.llama_vocab_type(vt) or \
             llama_cpp.llama_vocab_eos(vd) != llama_cpp.llama_vocab_eos(vt):
@@ -302,8 +284,7 @@ def check_same_vocabulary(draft: llama_cpp.Llama, target: llama_cpp.Llama) -> in
 
 
 def shared_padding(draft: llama_cpp.Llama, target: llama_cpp.Llama, n_vocab: int) -> np.ndarray | None:
-    """The ids under `n_vocab` either model marks as padding ("[PAD151665]", ...), which neither may ever
-    choose; None where there are none."""
+    """The ids under `n_vocab` either model marks as padding, which neither may ever choose; None if none."""
     vd, vt = _vocab(draft), _vocab(target)
     ids = [t for t in range(n_vocab) if _is_padding(vd, t) or _is_padding(vt, t)]
     return np.asarray(ids, dtype=np.intp) if ids else None
@@ -370,8 +351,7 @@ class ModelPair:
 
 def load_pair(config: "ModelConfig", progress: Progress = lambda _msg: None,
               free_memory: memory.FreeMemory | None = None) -> ModelPair:
-    """Both models found, checked against the free memory (before downloading what is not here, and again before
-    loading), loaded and paired: one vocabulary, whose padding ids neither model's rows let be chosen."""
+    """Both models found, checked against the free memory (before and after downloading), loaded and paired."""
     progress("locating the draft model")
     draft = locate(config.draft, "draft")
     progress("locating the target model")

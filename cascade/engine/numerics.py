@@ -1,9 +1,5 @@
-"""Whether the target's batched check sees the logits of its own one-token steps, on this llama.cpp build.
-
-Speculative decoding's text is the target's own only if a batch's logits equal one token's. On a CPU,
-llama.cpp's REPACK and LLAMAFILE kernels compute batches differently, so near ties can flip; a build
-without them (`scripts/install-llama-cpp --exact`) is exact for batches up to `EXACT_BATCH` tokens.
-"""
+"""Whether the target's batched check sees the logits of its own one-token steps, on this llama.cpp build (on a
+CPU, the REPACK and LLAMAFILE kernels compute batches differently, so near ties can flip)."""
 
 from __future__ import annotations
 

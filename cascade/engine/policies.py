@@ -1,7 +1,5 @@
-"""Every policy in one registry (`POLICY_TABLE`, which validation, flags, page and API all read): its name,
-the settings it reads, and its answers to the draft-then-check loop's questions (`loop.py`): `drafts`,
-`looks_up`, `escalates`, `window` and `verify`. A policy reads its request through `Reads`, so this module
-imports no config, model or loop."""
+"""Every policy in one registry (`POLICY_TABLE`): its name, the settings it reads, and its answers to the loop's
+questions (`drafts`, `looks_up`, `escalates`, `window`, `verify`); it reads its request through `Reads`."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ class Reads(Protocol):
 
 
 def span_goes_on(span: str, written: int, p_target: float, piece: str) -> bool:
-    """Whether the target writes the next position too, having written `written` tokens of the span, the last
-    with its own probability `p_target` and text `piece`."""
+    """Whether the target writes the next position too, after `written` tokens, the last with `p_target`, `piece`."""
     if span == "token" or written >= SPAN_MAX:
         return False
     if span == "sure":

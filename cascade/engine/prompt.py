@@ -1,8 +1,5 @@
-"""A request to tokens: a conversation through the model's chat template, or raw text, then the answer prefix.
-
-Only the template's markup becomes control tokens; messages and the prefix are plain text, so no one can
-forge a turn by typing "<|im_end|>".
-"""
+"""A request to tokens: a conversation through the model's chat template, or raw text, then the answer prefix;
+only the template's markup becomes control tokens, so no one can forge a turn by typing "<|im_end|>"."""
 
 from __future__ import annotations
 
@@ -62,9 +59,7 @@ def history_json(history: Sequence[Sequence[str]]) -> str:
 
 
 def _special_text(llm: llama_cpp.Llama, token: int) -> str:
-    if token < 0:
-        return ""
-    return llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+    return "" if token < 0 else llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
 
 def _formatter(llm: llama_cpp.Llama) -> Jinja2ChatFormatter:
@@ -104,8 +99,7 @@ def _add_bos(llm: llama_cpp.Llama) -> bool:
 
 
 def encode_chat(llm: llama_cpp.Llama, messages: Sequence[tuple[str, str]]) -> list[int]:
-    """The conversation in the model's template up to the assistant's turn: markup as control tokens,
-    messages as plain text."""
+    """The conversation in the model's template up to the assistant's turn: markup as control tokens, text as text."""
     rest = _render(llm, [(role, _slot(i)) for i, (role, _text) in enumerate(messages)])
     tokens: list[int] = []
     for i, (_role, text) in enumerate(messages):
@@ -120,8 +114,7 @@ def encode_chat(llm: llama_cpp.Llama, messages: Sequence[tuple[str, str]]) -> li
 
 def encode_prompt(llm: llama_cpp.Llama, prompt: str, chat: bool, system: str = "",
                   answer_prefix: str = "", history: Sequence[tuple[str, str]] = ()) -> EncodedPrompt:
-    """The tokens the models read for a request (chat through the template, or raw), then the answer
-    prefix as plain text (`n_given` tokens)."""
+    """The tokens the models read for a request (chat or raw), then the answer prefix (`n_given` tokens)."""
     if not prompt.strip():
         raise PromptError("the prompt is empty; type something for the models to answer or continue")
     if (system or history) and not chat:

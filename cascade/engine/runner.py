@@ -53,8 +53,7 @@ class ModelRunner:
         len(context) - n_rows + i."""
         if len(context) > self.n_ctx:
             raise ValueError(f"context of {len(context)} tokens exceeds n_ctx {self.n_ctx}")
-        keep = _common_prefix(self.tokens, context)
-        keep = min(keep, len(context) - n_rows)  # rows come only from a decode: those positions are read again
+        keep = min(self.held(context), len(context) - n_rows)  # rows come only from a decode: read those again
         if keep < 0:
             raise ValueError("asked for more logit rows than the context has tokens")
         started = time.perf_counter()
@@ -64,12 +63,10 @@ class ModelRunner:
         return rows
 
     def advance_hidden(self, context: Sequence[int], n_rows: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """As `advance`, and the final hidden state (after the output norm) at the same rows, from the same
-        decode; only the rows' own batch runs in embeddings mode, which computes every token's output."""
+        """As `advance`, and the final hidden state (after the output norm) at the same rows, from the same decode."""
         self._hidden = np.empty((n_rows, self.n_embd), dtype=np.float32)
         try:
-            rows = self.advance(context, n_rows)
-            return rows, self._hidden
+            return self.advance(context, n_rows), self._hidden
         finally:
             self._hidden = None
 
@@ -83,7 +80,7 @@ class ModelRunner:
 
     def trim_to(self, context: Sequence[int]) -> None:
         """Drop what the cache holds beyond its common prefix with `context` (no evaluation)."""
-        self.stats += ModelStats(tokens_discarded=self._truncate(_common_prefix(self.tokens, context)))
+        self.stats += ModelStats(tokens_discarded=self._truncate(self.held(context)))
 
     def cache_end(self) -> int:
         """One past the last position llama.cpp's cache holds (equals len(self.tokens) when in sync)."""
@@ -107,32 +104,26 @@ class ModelRunner:
         first_row = len(new) - n_rows  # index in `new` of the first position whose logits we return
         calls = 0
         hidden = self._hidden
-        # (start, end, embeddings mode) of the stretches of `new` read. A fresh prompt with proposals after
-        # it is read as the target alone reads the prompt, then the proposals apart: llama.cpp computes a
-        # token inside a long batch slightly differently, and the check must see the target's own rows.
+        # (start, end, embeddings mode) of the stretches of `new` read. A fresh prompt is read apart from the proposals
+        # after it, as the target alone reads it: llama.cpp computes a token inside a long batch slightly differently.
         if hidden is not None:
             stretches = [(0, first_row, False), (first_row, len(new), True)]
         elif fresh and 0 < first_row and n_rows > 1:
             stretches = [(0, first_row + 1, False), (first_row + 1, len(new), False)]
         else:
             stretches = [(0, len(new), False)]
+        # Tokens read in one call: a batch alone; SHARED_CHUNK in a shared context, whether or not others run.
+        size = self.n_batch if self.context.n_seq == 1 else min(self.n_batch, SHARED_CHUNK)
         for lo, hi, embed in stretches:
-            start = lo
-            while start < hi:
-                chunk = new[start : min(start + self._chunk_size(), hi)]
+            for start in range(lo, hi, size):
+                chunk = new[start : min(start + size, hi)]
                 wanted = [i for i in range(len(chunk)) if start + i >= first_row]
-                out = slice(start + wanted[0] - first_row, start + wanted[-1] - first_row + 1) if wanted \
-                    else slice(0, 0)
+                out = slice(max(start - first_row, 0), max(start + len(chunk) - first_row, 0))  # the wanted rows
                 self._decode(chunk, wanted, rows[out], hidden[out] if embed else None)
                 calls += 1
-                start += len(chunk)
         if self.padding is not None:  # the one place rows reach the engine: sampling, checks and scores see this
             rows[:, self.padding] = NEVER
         return rows, calls
-
-    def _chunk_size(self) -> int:
-        """Tokens read in one call: a batch alone; SHARED_CHUNK in a shared context, whether or not others run."""
-        return self.n_batch if self.context.n_seq == 1 else min(self.n_batch, SHARED_CHUNK)
 
     def _decode(self, chunk: Sequence[int], wanted: Sequence[int], logits: np.ndarray,
                 hidden: np.ndarray | None) -> None:

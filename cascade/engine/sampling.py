@@ -1,7 +1,5 @@
-"""The maths of choosing tokens: perplexity, distributions, rejection sampling (pure functions on logits).
-
-Perplexity uses the untempered distribution; temperature, top-k and top-p shape only what a token is drawn from.
-"""
+"""The maths of choosing tokens: perplexity (untempered), distributions, rejection sampling (pure functions on
+logits); temperature, top-k and top-p shape only what a token is drawn from."""
 
 from __future__ import annotations
 
@@ -49,12 +47,9 @@ def token_perplexity(logits: np.ndarray, token: int) -> float:
 
 
 def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
-    """The probabilities a token is drawn from (float64); greedy is the argmax's one-hot, so speculative
-    sampling's test reduces to prefix matching."""
+    """The probabilities a token is drawn from (float64); greedy: the argmax's one-hot (so checks match prefixes)."""
     if sampling.greedy:
-        p = np.zeros(len(logits), dtype=np.float64)
-        p[int(np.argmax(logits))] = 1.0
-        return p
+        return one_hot(int(np.argmax(logits)), len(logits))
     x = logits.astype(np.float64) / sampling.temperature
     if 0 < sampling.top_k < len(x):
         kth = np.partition(x, -sampling.top_k)[-sampling.top_k]
@@ -67,8 +62,7 @@ def distribution(logits: np.ndarray, sampling: Sampling) -> np.ndarray:
 
 
 def _nucleus(p: np.ndarray, top_p: float) -> np.ndarray:
-    """The smallest set of likeliest tokens whose mass reaches top_p, renormalised (exact; grows a top-n
-    search rather than sorting the whole vocabulary)."""
+    """The smallest set of likeliest tokens whose mass reaches top_p, renormalised (a growing top-n search)."""
     n = min(64, len(p))
     while True:
         top = np.argpartition(-p, n - 1)[:n] if n < len(p) else np.arange(len(p))
@@ -86,12 +80,6 @@ def draw(p: np.ndarray, rng: np.random.Generator) -> int:
     """One token from probabilities p (inverse CDF, so one uniform per draw)."""
     cdf = np.cumsum(p)
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
-
-
-def choose(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> int:
-    if sampling.greedy:
-        return int(np.argmax(logits))
-    return draw(distribution(logits, sampling), rng)
 
 
 def one_hot(token: int, n: int) -> np.ndarray:
@@ -134,7 +122,7 @@ class Sampler:
 
     def target(self, row: np.ndarray) -> int:
         """The target's own token from its row."""
-        return choose(row, self.settings, self._target)
+        return int(np.argmax(row)) if self.greedy else draw(distribution(row, self.settings), self._target)
 
     def speculative(self, proposed: Sequence[int], q: Sequence[np.ndarray], rows: np.ndarray) -> tuple[int, int]:
         """Rejection sampling: how many proposals to keep, and the target's token after them."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable, Iterable, Sequence
 
@@ -11,7 +10,7 @@ import numpy as np
 from ..routing.reading import top_tokens
 from .events import Alternatives, Quality
 from .runner import ModelRunner
-from .sampling import token_logprob
+from .sampling import perplexity, token_logprob
 
 SCORING_CHUNK = 32  # rows a scoring call asks for at most (each row is the whole vocabulary)
 
@@ -52,15 +51,13 @@ def text_quality(view: Iterable[View]) -> tuple[float, float]:
     """(the target's perplexity of a text, the share of its tokens that are its own choice)."""
     view = list(view)
     nll = -sum(logp for logp, _ in view) / len(view)
-    return (math.exp(nll) if nll < 700 else math.inf), sum(own for _, own in view) / len(view)
+    return perplexity(-nll), sum(own for _, own in view) / len(view)
 
 
-def score(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], seen: dict[int, View],
-          alternatives: int = 0,
+def score(target: ModelRunner, prompt: Sequence[int], out: Sequence[int], seen: dict[int, View], alternatives: int = 0,
           named: Callable[[Sequence[tuple[int, float]]], Alternatives] = lambda _top: None,
           kept_tops: dict[int, list[tuple[int, float]]] | None = None) -> Quality | None:
-    """The quality of `out` (None if empty): only the positions not in `seen` are read now; their tops, and
-    `kept_tops` (read while catching up, after their events), go to `scored_top`."""
+    """The quality of `out` (None if empty), reading only positions not in `seen`; tops go to `scored_top`."""
     if not out:
         return None
     started = time.perf_counter()

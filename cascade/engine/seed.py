@@ -32,8 +32,7 @@ _LOADING = threading.Lock()
 
 
 def seed_models(pair: ModelPair) -> tuple[llama_cpp.Llama, llama_cpp.Llama]:
-    """Copies of the pair's models with logits_all=True (as `logprobs` needs), loaded on first use; the
-    weights are memory-mapped, so they cost mostly their own caches."""
+    """Copies of the pair's models with logits_all=True (as `logprobs` needs), loaded on first use."""
     key = pair.draft.context
     with _LOADING:
         if key not in _SEED_MODELS:
@@ -59,9 +58,7 @@ def _next_token(llm, prompt: str, config: "GenerationConfig") -> tuple[str, floa
 
 def run_seed_loop(pair: ModelPair, prompt: str, config: "GenerationConfig", score: bool = True,
                   mark_written: bool = False) -> Iterator[Event]:
-    """The seed's loop on the pair's models (its own copies of them, `seed_models`): TokenEvents, then a
-    Summary; with `score`, the target then reads the text for the Summary's quality figures (announced by
-    a `Written` event first, with `mark_written`)."""
+    """The seed's loop on its copies of the pair's models: TokenEvents, then a Summary (scored as the engine's)."""
     request = encode_prompt(pair.target.llm, prompt, config.chat, config.system, config.answer_prefix,
                             config.history)  # the engine's checks, and the tokens the scoring pass reads
     small, large = seed_models(pair)

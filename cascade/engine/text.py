@@ -7,8 +7,7 @@ from typing import Sequence
 
 
 class TextAssembler:
-    """Appends token bytes and returns what each adds to the text; a character split across tokens
-    arrives whole with the token that completes it."""
+    """Appends token bytes and returns what each adds to the text (a split character comes whole, at its end)."""
 
     def __init__(self, stop: Sequence[str] = ()) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -20,8 +20,7 @@ def amounts(done: int, total: int) -> str:
 
 @dataclass
 class Download:
-    """One part's download as the model's whole: `label: done of total`, said when a part starts, at most every
-    PROGRESS_EVERY_S while it runs, and when it ends."""
+    """One part's download said as the model's whole (`label: done of total`), at most every PROGRESS_EVERY_S."""
 
     report: Progress
     label: str
@@ -46,8 +45,7 @@ class Download:
 
 
 class Bar:
-    """The part of a tqdm bar huggingface_hub uses, counting bytes written (a Xet transfer's second bar,
-    "downloading bytes", counts bytes received and is not said)."""
+    """The part of a tqdm bar huggingface_hub uses (a Xet transfer's "downloading bytes" bar is not said)."""
 
     def __init__(self, download: Download, *, total: int | None = None, initial: int = 0, desc: str = "",
                  **_options) -> None:
@@ -59,14 +57,10 @@ class Bar:
         if self.said:
             self.download.show(self.n, force=self.total is not None and self.n >= self.total)
 
-    def set_postfix_str(self, *_args, **_kwargs) -> None:
-        pass
-
     def refresh(self, *_args, **_kwargs) -> None:
-        pass
+        """Nothing to draw: progress is said by `update`."""
 
-    def close(self) -> None:
-        pass
+    set_postfix_str = close = refresh
 
     def __enter__(self) -> "Bar":
         return self
