@@ -1,7 +1,5 @@
-"""Each request field's type, one table per endpoint (`CHAT`, `COMPLETION`), and a refused request
-(`ApiError`): `check` holds a body to its table before anything reads it (absent or null is not given), and
-`body_of` reads a request's body into one JSON object (else a 400, or a 413 past MAX_BODY_BYTES), never a
-server error."""
+"""Each request field's type, one table per endpoint (`CHAT`, `COMPLETION`), checked by `check`; `body_of` reads
+a request's body into one JSON object; a refusal is an `ApiError`."""
 
 from __future__ import annotations
 
@@ -62,20 +60,15 @@ class Kind:
 
 def _is_integer(value: Any) -> bool:
     """An integer, or a float that is one (JSON does not tell 12 from 12.0); never a bool."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, float):
-        return value.is_integer() and abs(value) <= LARGEST_INTEGER
-    return isinstance(value, int) and abs(value) <= LARGEST_INTEGER
+    whole = isinstance(value, int) or isinstance(value, float) and value.is_integer()
+    return whole and not isinstance(value, bool) and abs(value) <= LARGEST_INTEGER
 
 
 def _is_number(value: Any) -> bool:
     """A finite number (JSON's 1e999 reads as infinity); never a bool."""
-    if isinstance(value, bool):
-        return False
     if isinstance(value, float):
         return math.isfinite(value)
-    return isinstance(value, int) and abs(value) <= sys.float_info.max
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
 
 
 def _is_stop(value: Any) -> bool:

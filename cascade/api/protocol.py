@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..engine.config import GenerationConfig, SettingError
-from ..engine.events import NO_BUDGET, Counts, Summary, TokenEvent
+from ..engine.events import NO_BUDGET, Alternatives, Counts, Summary, TokenEvent
 from ..engine.policies import POLICY_TABLE, offered
 from ..routing.rules import RULE_TABLE
 from . import fields
@@ -20,8 +20,7 @@ from .fields import EXTENSION_SETTINGS, OPENAI_SETTINGS, ApiError, given, shown
 # A chat app sends no length: an answer of a page or two, within the context (the engine stops there).
 DEFAULT_MAX_TOKENS = 1024
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit
-# Fields a chat app may send that this server accepts and does not use (docs/api.md lists them). Of the
-# tools' fields, tool_choice and the legacy function_call may only be "none" or "auto" (`fields.TOOL_CHOICE`).
+# Fields a chat app may send that this server accepts and does not use (docs/api.md lists them).
 IGNORED = ("frequency_penalty", "presence_penalty", "logit_bias", "user", "metadata", "store", "service_tier",
            "parallel_tool_calls", "response_format", "modalities", "reasoning_effort", "prediction",
            "tools", "tool_choice", "functions", "function_call")
@@ -86,9 +85,7 @@ def _settings(body: Mapping[str, Any], model: str) -> dict[str, Any]:
         raise ApiError(400, "n must be 1: one answer per request", "n")
     length = given(body, "max_completion_tokens", "max_tokens")
     values: dict[str, Any] = {"policy": model, "max_tokens": DEFAULT_MAX_TOKENS if length is None else int(length)}
-    for name in OPENAI_SETTINGS:
-        if name not in values and body.get(name) is not None:
-            values[name] = body[name]
+    values.update({name: body[name] for name in OPENAI_SETTINGS if name not in values and body.get(name) is not None})
     extension = body.get("cascade") or {}
     for name, value in extension.items():
         if name not in EXTENSION_SETTINGS:
@@ -170,7 +167,7 @@ def writer_logprob(event: TokenEvent) -> float | None:
     return None if ppl is None else _lp(1.0 / ppl)
 
 
-def writer_top(event: TokenEvent):
+def writer_top(event: TokenEvent) -> Alternatives:
     return event.draft_top if event.source == "draft" else event.target_top
 
 
@@ -189,13 +186,9 @@ def provenance(event: TokenEvent, rule: str) -> dict[str, Any]:
 
 
 def chat_logprob(event: TokenEvent, top: int) -> dict[str, Any]:
-    text = event.text
-    entry = {"token": text, "logprob": writer_logprob(event), "bytes": list(text.encode("utf-8")),
-             "top_logprobs": []}
-    if top:
-        entry["top_logprobs"] = [{"token": t, "logprob": _lp(p), "bytes": list(t.encode("utf-8"))}
-                                 for t, p in (writer_top(event) or ())[:top]]
-    return entry
+    return {"token": event.text, "logprob": writer_logprob(event), "bytes": list(event.text.encode("utf-8")),
+            "top_logprobs": [{"token": t, "logprob": _lp(p), "bytes": list(t.encode("utf-8"))}
+                             for t, p in (writer_top(event) or ())[:top]]}
 
 
 def finish_reason(summary: Summary) -> str | None:
@@ -283,16 +276,16 @@ class Stream:
                                   if self.request.logprobs else None)
         else:
             choice["text"] = text
-            choice["logprobs"] = completion_logprobs(events, self.request.top_logprobs) if self.request.logprobs \
-                else None
+            choice["logprobs"] = (completion_logprobs(events, self.request.top_logprobs)
+                                  if self.request.logprobs else None)
         return choice
 
     def last(self, summary: Summary, target_tokens_per_s: float | None, batched: bool = False) -> list[dict[str, Any]]:
         """The closing chunks: the finish reason (with waiting tokens and timings), then the usage if asked."""
         events, self.waiting = self.waiting, []
         closing = self.choice(events, finish_reason(summary))
-        if self.request.chat:
-            closing["delta"] = {} if not events else closing["delta"]
+        if self.request.chat and not events:
+            closing["delta"] = {}
         out = [self._chunk(closing, timings=timings(summary))]
         if self.request.include_usage:
             out.append(self._chunk(usage=usage(summary, target_tokens_per_s, batched)))
@@ -310,8 +303,7 @@ def response(request: Request, events: Sequence[TokenEvent], summary: Summary,
              target_tokens_per_s: float | None, batched: bool = False) -> dict[str, Any]:
     """The whole answer at once (a request without `stream`)."""
     stream = Stream(request)
-    accepted = [e for e in events if e.accepted]
-    choice = stream.choice(accepted, finish_reason(summary))
+    choice = stream.choice([e for e in events if e.accepted], finish_reason(summary))
     if request.chat:
         choice.pop("delta", None)
         choice["message"] = {"role": "assistant", "content": summary.text}

@@ -1,7 +1,5 @@
 """The API past one machine (`build`, `app_builder`, `deploy`; docs/hosting.md): `Models` replicas on Ray Serve,
-each a pair behind `create_api`'s routes, behind the `Gateway` ingress (gateway.py). The API key reaches each of
-them from its own environment, never through the deployments' arguments. Ray is optional and imported only
-where it is used."""
+each a pair behind `create_api`'s routes, behind the `Gateway` ingress. Ray is imported only where it is used."""
 
 from __future__ import annotations
 

@@ -190,9 +190,9 @@ async def _items(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[Ev
         yield event
 
 
-async def _collect(request: Request, run: Answer, first: Event, events: AsyncIterator[Event]) -> dict[str, Any]:
+async def _collect(request: Request, run: Answer, events: AsyncIterator[Event]) -> dict[str, Any]:
     """The whole answer at once, from the generation's events."""
-    items = [item async for item in _items(first, events)]
+    items = [item async for item in events]
     summary = next((item for item in items if isinstance(item, Summary)), None)
     if summary is None:
         raise ApiError(500, "the generation ended without a summary", kind="server_error")
@@ -200,7 +200,7 @@ async def _collect(request: Request, run: Answer, first: Event, events: AsyncIte
     return protocol.response(request, tokens, summary, run.target_tokens_per_s, run.batched_slots)
 
 
-async def _stream(request: Request, run: Answer, first: Event, events: AsyncIterator[Event],
+async def _stream(request: Request, run: Answer, events: AsyncIterator[Event],
                   finish: Callable[[], None]) -> AsyncIterator[str]:
     """The answer as server-sent events; an error mid-way goes in the stream, and `finish` runs at its end."""
     chunks = protocol.Stream(request)
@@ -208,7 +208,7 @@ async def _stream(request: Request, run: Answer, first: Event, events: AsyncIter
         opening = chunks.first()
         if opening is not None:
             yield _sse(opening)
-        async for item in _items(first, events):
+        async for item in events:
             if isinstance(item, TokenEvent):
                 chunk = chunks.token(item)
                 if chunk is not None:
@@ -272,9 +272,7 @@ class _Api:
                 if not given_back.is_set():
                     given_back.set()
                     self.waiting -= 1
-                    self.by_client[client] -= 1
-                    if self.by_client[client] <= 0:
-                        del self.by_client[client]
+                    self.by_client -= Counter([client])  # a Counter keeps positive counts only
         return give_back
 
     async def answer(self, request: Request, client: str = "") -> Any:
@@ -298,9 +296,10 @@ class _Api:
                 raise _error(RuntimeError("the generation ended without a summary")) from None
             except Exception as e:  # noqa: BLE001 - answered in OpenAI's words
                 raise _error(e) from None
+            events = _items(first, events)
             if not request.stream:
-                return JSONResponse(await _collect(request, run, first, events))
-            response = StreamingResponse(_stream(request, run, first, events, finish), media_type="text/event-stream",
+                return JSONResponse(await _collect(request, run, events))
+            response = StreamingResponse(_stream(request, run, events, finish), media_type="text/event-stream",
                                          headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
                                          background=BackgroundTask(finish))
             streaming = True  # from here the stream's end, or the client leaving, calls `finish`
@@ -328,9 +327,6 @@ class _Api:
             except Exception as e:  # noqa: BLE001 - every failure is answered, in OpenAI's words
                 return self.reply(_error(e))
         return answered
-
-    async def api_error(self, _http: HttpRequest, e: ApiError) -> JSONResponse:
-        return self.reply(e)
 
     async def http_error(self, _http: HttpRequest, e: HTTPException) -> JSONResponse:
         """A path or method the API does not have, in OpenAI's shape too."""
@@ -372,7 +368,6 @@ def create_api(service: EngineService, settings: ApiSettings | None = None, app:
     """The API's routes on `app` (a new FastAPI app if None), over the service's engines."""
     api = _Api(service, settings or ApiSettings.from_environment())
     app = app or FastAPI(title="cascade: an OpenAI-compatible API", docs_url=None, redoc_url=None)
-    app.add_exception_handler(ApiError, api.api_error)
     app.add_exception_handler(HTTPException, api.http_error)
     for path in ("/health", "/v1/health"):  # llama-server answers at both
         app.get(path)(api.guarded(api.health))

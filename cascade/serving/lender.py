@@ -1,8 +1,6 @@
-"""Who gets the next free slot (`Lender`): the engines of the loaded pair, lent one per request. The last free slot
-(of two or more) is kept for a person watching whose client has no other answer watched, so that a newcomer never
-waits for someone else's answers to end. A client holding its share of the slots while others wait goes after
-them; then a person watching (a stream, the page) before a background request, which goes first all the same once
-it has waited `AGE_LIMIT_S`; then the oldest."""
+"""Who gets the next free engine (`Lender`, one per request): the last free one of two or more is kept for a person
+watching who has no other answer watched; otherwise clients within their fair share go first, then people watching
+before background requests (unless one has waited `AGE_LIMIT_S`), then the oldest."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ import time
 from contextlib import closing
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
-# The generation thread wants the GIL back after every llama.cpp call; the default 5 ms switch interval
-# makes it wait on a server's event loop several times a token.
+# The generation thread wants the GIL back after every llama.cpp call; the default 5 ms makes it wait each time.
 SWITCH_INTERVAL_S = 0.0005
 
 

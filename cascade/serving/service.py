@@ -194,11 +194,8 @@ class EngineService:
         return engines
 
     def switch_target(self, target: str, progress: Progress = lambda _msg: None) -> ModelConfig:
-        """Serve `target` (a size by name, a path or a Hub file) beside the same draft with the same settings;
-        the config served after. ModelError where it is refused (memory, a file not found) or a download fails:
-        the loaded pair serves on. Its file is fetched while the old pair serves; then, once no engine is lent
-        (new leases wait), the old pair is closed and the new one loaded; if that fails, the old pair is loaded
-        again (or, failing that too, on the next request) and the error raised."""
+        """Serve `target` (a size by name, a path or a Hub file) beside the same draft; the config served after.
+        ModelError where it is refused or fails: the old pair serves on (reloaded if the new one failed to load)."""
         with self._switching:
             old = self._settings()
             try:
@@ -241,8 +238,7 @@ class EngineService:
         return self._room_reader()()
 
     def _room_reader(self) -> memory.FreeMemory:
-        # Free memory plus the loaded pair's estimate (not its measured use), so both sides of a switch's check
-        # are estimates, as in the first load's.
+        # The loaded pair's estimate, not its measured use: both sides of a switch's check are estimates.
         held = (estimated_need(self.config) or 0) if self.loaded else 0
         free = memory.free_memory()
         return lambda: None if free is None else free + held
@@ -274,9 +270,8 @@ def close_pair(pair: ModelPair) -> None:
 
 
 def estimated(spec: str, role: str) -> Located | None:
-    """A model found without asking anyone: its files here, else its catalog file's bytes, else (another
-    quantization of a Qwen2.5 size, such as the default draft's Q4_0) the catalog file of the size its name
-    says, as an estimate; None if none of these."""
+    """A model found without asking anyone: its files here, else its catalog entry, else the catalog entry of the
+    size its name says (another quantization, as an estimate); None if none of these."""
     if local_model(spec) is not None:
         try:
             return locate(spec, role)

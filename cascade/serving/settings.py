@@ -34,12 +34,9 @@ def model_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] 
     flags, env = flags or {}, os.environ if env is None else env
     values: dict[str, Any] = dict(SERVING_DEFAULTS) if serving else {}
     for f in dataclasses.fields(ModelConfig):
-        flag_value = flags.get(f.name)
-        if flag_value is not None:
-            values[f.name] = flag_value
-            continue
-        raw = env.get(f.metadata["env"], "").strip()
-        if raw:
+        if flags.get(f.name) is not None:
+            values[f.name] = flags[f.name]
+        elif raw := env.get(f.metadata["env"], "").strip():
             values[f.name] = _from_environment(f, raw)
     return ModelConfig(**values).validate()
 
@@ -61,10 +58,9 @@ def _from_environment(f: dataclasses.Field, raw: str) -> Any:
 def add_model_flags(parser: argparse.ArgumentParser, page: bool = False) -> None:
     """One flag per ModelConfig field (`SERVING_ONLY` with `page`), unset (None) so the environment can speak."""
     for f in dataclasses.fields(ModelConfig):
-        meta, default = f.metadata, f.default
         if f.name in SERVING_ONLY and not page:
             continue
-        default = SERVING_DEFAULTS.get(f.name, default) if page else default
+        meta, default = f.metadata, SERVING_DEFAULTS.get(f.name, f.default) if page else f.default
         if type(default) is bool:  # --name / --no-name
             parser.add_argument(meta["flag"], dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                 help=f"{meta['help']} (env {meta['env']}=1; default {'on' if default else 'off'})")
