@@ -4,7 +4,7 @@ policy could reach at them (`bounds`, by `costmodel`'s formulas)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -43,18 +43,12 @@ class Costs:
         """Expected seconds per token of greedy speculative decoding: k drafts, per-token acceptance alpha."""
         return speculative_cost(self.draft_step_s, self.call_s("target", k + 1), k, alpha)
 
-    def cascade_s_per_token(self, escalation_rate: float, horizon: int) -> float:
-        """Expected seconds per token of cascade over `horizon` tokens (see `costmodel.cascade_cost`)."""
-        return cascade_cost(self.draft_step_s, self.target_step_s, self.target_extra_s(), escalation_rate, horizon)
-
     def break_even_share(self, horizon: int) -> float:
         """The largest big-model share at which cascade still beats the target alone at these prices."""
         return break_even_share(self.draft_step_s, self.target_step_s, self.target_extra_s(), horizon)
 
     def to_dict(self) -> dict:
-        return {"draft_step_s": self.draft_step_s, "target_step_s": self.target_step_s,
-                "target_batch_s": self.target_batch_s, "draft_batch_s": self.draft_batch_s,
-                "extra_row_s": self.extra_row_s}
+        return asdict(self)
 
 
 def _interpolate(measured: dict[int, float], n: int) -> float:
@@ -110,9 +104,9 @@ class Bounds:
 def bounds(costs: Costs, horizon: int, measured_acceptance: dict[int, float],
            shares=(0.0, 0.05, 0.1, 0.2, 0.3), ks=(1, 2, 4, 8)) -> Bounds:
     """What `costs` allow over texts of `horizon` tokens; `measured_acceptance`: k to the share of drafts kept."""
-    t1 = costs.target_step_s
+    t1, extra = costs.target_step_s, costs.target_extra_s()
     return Bounds(
-        cascade_at_share={s: t1 / costs.cascade_s_per_token(s, horizon) for s in shares},
+        cascade_at_share={s: t1 / cascade_cost(costs.draft_step_s, t1, extra, s, horizon) for s in shares},
         speculative_best_case={k: t1 / costs.speculative_s_per_token(k, 1.0) for k in ks},
         speculative_at_measured_acceptance={k: t1 / costs.speculative_s_per_token(k, min(a, 0.999))
                                             for k, a in measured_acceptance.items()},

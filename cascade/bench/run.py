@@ -18,28 +18,11 @@ from .costs import Bounds, Costs, bounds, measure_costs
 from .peer import PeerResult
 from .summaries import scored, target_agreement, text_ppl, written
 
-Log = Callable[[str], None]
-
-
 @dataclass(frozen=True)
 class Case:
     label: str
     config: GenerationConfig
     draft: str = ""  # which draft variant's engine runs it ("" the main one; see `run_bench`)
-
-
-def total(summaries: Sequence[Summary]) -> Summary:
-    """One Summary of several runs' summed counts, times and model totals (no text, quality, budget or modes)."""
-    first = summaries[0]
-    counts = Counts(**{f.name: sum(getattr(s.counts, f.name) for s in summaries)
-                       for f in dataclasses.fields(Counts) if f.name != "modes"})
-    timings = Timings(**{name: sum(getattr(s.timings, name) for s in summaries)
-                         for name in ("wall_s", "routing_s", "router_s")})
-    work = Work(draft=sum((s.work.draft for s in summaries), ModelStats()),
-                target=sum((s.work.target for s in summaries), ModelStats()))
-    return Summary(text="", policy=first.policy, stop_reason=first.stop_reason,
-                   prompt_tokens=sum(s.prompt_tokens for s in summaries), counts=counts, timings=timings, work=work,
-                   rule=first.rule, device=first.device)
 
 
 @dataclass
@@ -65,7 +48,17 @@ class Row:
 
     @property
     def total(self) -> Summary:
-        return total(self.runs)
+        """One Summary of the runs' summed counts, times and model totals (no text, quality, budget or modes)."""
+        runs, first = self.runs, self.runs[0]
+        counts = Counts(**{f.name: sum(getattr(s.counts, f.name) for s in runs)
+                           for f in dataclasses.fields(Counts) if f.name != "modes"})
+        timings = Timings(**{name: sum(getattr(s.timings, name) for s in runs)
+                             for name in ("wall_s", "routing_s", "router_s")})
+        work = Work(draft=sum((s.work.draft for s in runs), ModelStats()),
+                    target=sum((s.work.target for s in runs), ModelStats()))
+        return Summary(text="", policy=first.policy, stop_reason=first.stop_reason,
+                       prompt_tokens=sum(s.prompt_tokens for s in runs), counts=counts, timings=timings, work=work,
+                       rule=first.rule, device=first.device)
 
     @property
     def agreement(self) -> float:
@@ -105,12 +98,8 @@ class Row:
                 "overhead": t.overhead_s / wall_s if wall_s else 0.0, "rss_mb": self.rss_mb,
                 "decode_tok_s": self.writing_tokens_per_s, "rule": self.config.rule,
                 "text_ppl_by_target": self.text_ppl_by_target, "target_agreement": self.target_agreement,
-                "bound_s": self.bound_s, "efficiency": self.efficiency, "modes": _modes(self.runs)}
-
-
-def _modes(runs: Sequence[Summary]) -> dict[str, int]:
-    """auto's rounds by way of writing, over all runs."""
-    return dict(sum((Counter(s.counts.modes) for s in runs), Counter()))
+                "bound_s": self.bound_s, "efficiency": self.efficiency,
+                "modes": dict(sum((Counter(s.counts.modes) for s in self.runs), Counter()))}
 
 
 @dataclass
@@ -168,7 +157,7 @@ def with_draft_variants(cases: Sequence[Case], variants: Sequence[str]) -> list[
 
 
 def run_bench(engine: Engine, examples: Iterable[Example], cases: list[Case], max_tokens: int,
-              log: Log = print, variants: Mapping[str, Engine] | None = None) -> BenchResult:
+              log: Callable[[str], None] = print, variants: Mapping[str, Engine] | None = None) -> BenchResult:
     """Every case on every prompt, the target alone around each prompt's; `variants`: engines with other drafts."""
     examples = list(examples)
     engines = {"": engine, **(variants or {})}

@@ -218,11 +218,9 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 
 def _tail(path: Path, n: int = 600) -> str:
-    try:
-        data = path.read_bytes()[-n:]
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace").strip()
+    with contextlib.suppress(OSError):
+        return path.read_bytes()[-n:].decode("utf-8", errors="replace").strip()
+    return ""
 
 
 def _verdict(report: bytes, code: int, output: str, seconds: float) -> Check:

@@ -39,9 +39,8 @@ def written(engine: Any, prompt: str, config: GenerationConfig) -> tuple[list[in
     tokens: list[int] = []
     summary = None
     for event in engine.generate(prompt, config):
-        if isinstance(event, TokenEvent):
-            if event.accepted:
-                tokens.append(event.token_id)
+        if isinstance(event, TokenEvent) and event.accepted:
+            tokens.append(event.token_id)
         elif isinstance(event, Summary):
             summary = event
     if summary is None:

@@ -189,15 +189,11 @@ def program(task: Task, style: PromptStyle, answer: str) -> str | None:
     return task.prompt + code
 
 
-def test_program(task: Task, source: str) -> str:
-    """The program with its tests, as HumanEval runs it."""
-    return f"{source}\n\n{task.test}\n\ncheck({task.entry_point})\n"
-
-
 def check_answer(task: Task, style: PromptStyle, answer: str, timeout_s: float = sandbox.DEFAULT_TIMEOUT_S,
                  memory_mb: int = sandbox.DEFAULT_MEMORY_MB) -> sandbox.Check:
     """Whether an answer passes its task's tests (run in the sandbox), and if not, how it failed."""
     source = program(task, style, answer)
     if source is None:
         return sandbox.Check(sandbox.NO_CODE, "the answer holds no code")
-    return sandbox.run_program(test_program(task, source), timeout_s, memory_mb)
+    tested = f"{source}\n\n{task.test}\n\ncheck({task.entry_point})\n"  # with its tests, as HumanEval runs it
+    return sandbox.run_program(tested, timeout_s, memory_mb)

@@ -118,11 +118,6 @@ def _check_budget(_rule: str, budget: float) -> None:
         raise ValueError(f"a budget is a share of the tokens, from 0 to 1 (0.1: a tenth), not {budget:g}")
 
 
-def parse_budgets(items: Sequence[str | float], rules: Sequence[str]) -> dict[str, list[float]]:
-    """--budgets: big-model shares from 0 to 1, "0.1" for every rule given, or "learned:0.05,0.2" for one."""
-    return _per_rule("--budgets", items, rules, _check_budget)
-
-
 def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity",), thresholds: Sequence[str] = (),
                    ks: Sequence[int] = (), max_tokens: int = 512, budgets: Sequence[float] = (),
                    spans: Sequence[str] = ("token",)) -> list[Configuration]:
@@ -134,7 +129,7 @@ def configurations(policies: Sequence[str], rules: Sequence[str] = ("perplexity"
         if rule not in RULE_TABLE:
             raise TasksError(f"unknown rule {rule!r}; choose among {', '.join(RULE_TABLE)}")
     by_rule = parse_thresholds(thresholds, rules)
-    budgets_by_rule = parse_budgets(budgets, rules)
+    budgets_by_rule = _per_rule("--budgets", budgets, rules, _check_budget)
     out: list[Configuration] = []
     base = GenerationConfig(max_tokens=max_tokens)
     for policy in ["target"] + [p for p in policies if p != "target"]:

@@ -90,10 +90,7 @@ class ConfigResult:
     def share_spread(self) -> tuple[float, float, float] | None:
         """The 10th, 50th and 90th percentiles of the big model's share of each answer; None without answers."""
         shares = [a.n_target_tokens / a.n_tokens for a in self.answers if a.n_tokens]
-        if not shares:
-            return None
-        p10, p50, p90 = np.percentile(shares, [10, 50, 90])
-        return float(p10), float(p50), float(p90)
+        return tuple(float(p) for p in np.percentile(shares, [10, 50, 90])) if shares else None
 
     @property
     def wall_s(self) -> float:
@@ -139,27 +136,22 @@ class ConfigResult:
 
 @dataclass(frozen=True)
 class Paired:
-    """Answers beside the target alone's: problems `gained`, `lost`, McNemar's `p`, and texts `differing`."""
+    """Answers beside the target alone's: problems `gained` and `lost`, and texts `differing`."""
 
     gained: tuple[str, ...]
     lost: tuple[str, ...]
     differing: tuple[str, ...] = ()
     n: int = 0  # the problems both answered
 
-    @property
-    def p(self) -> float:
-        return mcnemar_exact(len(self.gained), len(self.lost))
-
     def to_dict(self) -> dict[str, Any]:
-        return {"gained": list(self.gained), "lost": list(self.lost), "mcnemar_p": self.p,
+        return {"gained": list(self.gained), "lost": list(self.lost),
+                "mcnemar_p": mcnemar_exact(len(self.gained), len(self.lost)),
                 "same_text": self.n - len(self.differing), "differing": list(self.differing)}
 
 
 def mcnemar_exact(b: int, c: int) -> float:
     """McNemar's exact two-sided p: the chance that fair coin tosses split b + c as unevenly as b to c."""
     n = b + c
-    if n == 0:
-        return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
 

@@ -1,9 +1,6 @@
-"""Where sharing pays: for each size of big model, on this machine, what the small model's help is worth.
-
-Each size's costs are measured (`costs.measure_costs`); then cascade runs at each budget beside the big model
-alone (measured), and the cost model replays the smallest pair's calls at each size's prices (predicted).
-A size without its real file on disk runs as a stand-in of its shapes (`standin`): its speed is real, its
-text is noise."""
+"""Where sharing pays: for each size of big model, what the small model's help is worth on this machine, measured
+(cascade at each budget beside the big model alone) and predicted (the smallest pair's calls replayed at each size's
+measured costs). A size without its real file runs as a stand-in (`standin`): its speed is real, its text is noise."""
 
 from __future__ import annotations
 
@@ -116,16 +113,13 @@ def _speed(runs: Sequence[Run]) -> float:
 # ---- prediction ------------------------------------------------------------------------------------
 
 def replay_s(run: Run, costs: Costs) -> float:
-    """A run's model calls, each model's by size as they happened, at `costs`' prices (time outside the models,
-    sampling and judging, is left out: the model's error includes it)."""
+    """A run's model calls, by size as they happened, at `costs`' prices (time outside the models is left out)."""
     work = run.summary.work
     return costs.calls_s(work.call_sizes, work.extra_rows)
 
 
 def predicted_vs_target(shared: Sequence[Run], alone: Sequence[Run], costs: Costs) -> float | None:
-    """The speed of a way of sharing over the big model alone at `costs`, from the pattern pair's own runs of
-    both: its models' calls as they happened (the small model's escalations and catch-ups, or its drafts and
-    the checks), each at these prices."""
+    """A way of sharing's speed over the big model alone at `costs`, replaying the pattern pair's runs of both."""
     if not shared or not alone:
         return None
     shared_s, alone_s = sum(replay_s(r, costs) for r in shared), sum(replay_s(r, costs) for r in alone)
