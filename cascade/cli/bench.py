@@ -60,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_llama_cpp:
         result.llama_cpp = llama_cpp_peer(engine.pair, examples, args.ks, args.max_tokens, log=log)
     print(report.headline(result, len(examples), args.max_tokens) + "\n")
-    print(report.markdown_table(result))
-    print()
+    print(report.markdown_table(result) + "\n")
     print(report.costs_table(result))
     if args.json:
         args.json.write_text(json.dumps(result.to_dict(), indent=1))

@@ -38,7 +38,6 @@ def run(args: argparse.Namespace) -> int:
     models = model_config(model_flags(args))
     engine = load_engine(models, quiet=args.json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ or "FORCE_COLOR" in os.environ
-    out = sys.stdout
     events: list[TokenEvent] = []
     summary: Summary | None = None
     if POLICY_TABLE[config.policy].steered:
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if POLICY_TABLE[config.policy].lossless and config.policy != "target" and not args.json:  # a batched check
         print(f"[{numerics_words(config.k, gpu=models.n_gpu_layers != 0)}]", file=sys.stderr)
     if config.answer_prefix and not args.json:  # given, not written: in the terminal's own colour
-        print(config.answer_prefix, end="", file=out, flush=True)
+        print(config.answer_prefix, end="", flush=True)
     for event in engine.generate(args.prompt, config):
         if isinstance(event, TokenEvent):
             events.append(event)
@@ -54,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
             summary = event
         if args.json:
             record = event.to_dict() if isinstance(event, TokenEvent) else {"summary": event.to_dict()}
-            print(json.dumps(record, ensure_ascii=False), file=out, flush=True)
+            print(json.dumps(record, ensure_ascii=False), flush=True)
         elif isinstance(event, TokenEvent):
-            print(_render(event, color, args.show_discarded), end="", file=out, flush=True)
+            print(_render(event, color, args.show_discarded), end="", flush=True)
         else:
-            out.write("\n")
+            print()
             print(describe(event), file=sys.stderr)
     if args.save is not None:
         save_run(args.save, args.prompt, config, events, summary, models, engine.pair.draft_path)

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -103,8 +102,7 @@ def _show(rows: list, args: argparse.Namespace) -> None:
     from ..bench.where import break_even_sentence
     from ..ui.paysmap import map_figure
 
-    print(table(rows))
-    print()
+    print(table(rows) + "\n")
     print(break_even_sentence(rows))
     args.html.write_text(map_figure([r.to_dict() for r in rows]).to_html(include_plotlyjs="cdn"))
     log(f"[wrote {args.json} and {args.html}]")
@@ -136,7 +134,6 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.strftime("%Y-%m-%d %H:%M")
     results: list[where.SizeResult] = []
-    rows: list[where.MapRow] = []
     interrupted, failed = False, False
     try:
         for s in sizes:
@@ -149,16 +146,15 @@ def run(args: argparse.Namespace) -> int:
             speculative = not model.stand_in and not args.no_speculative and not results
             results.append(where.measure_size(model, models, chosen, args.budgets, args.max_tokens,
                                               speculative=speculative, log=log))
-            rows = _rows(results)
-            _write(args.json, rows, results, models, chosen, args, started, interrupted=False)
+            _write(args.json, results, models, chosen, args, started, interrupted=False)
     except KeyboardInterrupt:
         interrupted = True
         log("\n[stopped: the sizes finished so far are kept]")
     except StandInError as e:
         log(f"error: {e}")
         failed = True
+    _write(args.json, results, models, chosen, args, started, interrupted or failed)
     rows = _rows(results)
-    _write(args.json, rows, results, models, chosen, args, started, interrupted or failed)
     if rows:
         _show(rows, args)
     return 130 if interrupted else 2 if failed else 0
@@ -167,16 +163,15 @@ def run(args: argparse.Namespace) -> int:
 def _rows(results: list) -> list:
     from ..bench import where
 
-    if not results:
-        return []
     return [row for r in results for row in where.rows_for(r, results[0])]
 
 
-def _write(path: Path, rows: list, results: list, models: ModelConfig, examples: list, args: argparse.Namespace,
+def _write(path: Path, results: list, models: ModelConfig, examples: list, args: argparse.Namespace,
            started: str, interrupted: bool) -> None:
     from ..bench.where import break_even_sentence
     from ..serving.machine import cpu_name
 
+    rows = _rows(results)
     data = {
         "machine": {"cpu": cpu_name(), "cores": os.cpu_count(), "threads": models.n_threads},
         "date": started, "draft": Path(models.draft).name, "prompts": [e.name for e in examples],

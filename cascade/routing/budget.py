@@ -95,8 +95,7 @@ class BudgetTracker:
         if self.prior is None and not self.seen:
             return self.rule.doubt(self.rule.default)
         seen = np.asarray(self.seen)
-        candidates = np.concatenate([self.prior, seen]) if self.prior is not None else seen
-        candidates = np.unique(candidates)
+        candidates = np.unique(seen if self.prior is None else np.concatenate([self.prior, seen]))
         below = np.searchsorted(seen, candidates, side="right").astype(float)
         if self.prior is not None:
             below += self.prior_weight * np.searchsorted(self.prior, candidates, side="right") / len(self.prior)
@@ -107,13 +106,12 @@ class BudgetTracker:
     @property
     def threshold(self) -> float:
         """The threshold the next position meets, in the rule's units."""
-        t = self._doubt_threshold()
-        return -t if self.rule.below else t
+        return self.rule.doubt(self._doubt_threshold())  # `doubt` is its own inverse
 
     def judge(self, score: float | None) -> bool:
         """Whether a position with this score (None: never) goes to the big model; the tracker learns from it."""
         threshold = self._doubt_threshold()
-        self.used.append(-threshold if self.rule.below else threshold)
+        self.used.append(self.rule.doubt(threshold))
         self.n_judged += 1
         if score is None or not np.isfinite(score):
             return False

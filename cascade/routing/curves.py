@@ -42,13 +42,11 @@ class Curve:
 
     def share_at(self, agreement: float) -> float | None:
         """The least share of positions the target must write for this agreement (None above 1)."""
-        for share, agreed in zip(self.shares, self.agreements):
-            if agreed >= agreement - 1e-12:
-                return share
-        return None
+        return next((share for share, agreed in zip(self.shares, self.agreements) if agreed >= agreement - 1e-12),
+                    None)
 
     def index_near(self, share: float) -> int:
-        return min(range(len(self.shares)), key=lambda i: (abs(self.shares[i] - share), i))
+        return min(range(len(self.shares)), key=lambda i: abs(self.shares[i] - share))
 
     def threshold_for_share(self, share: float) -> float | None:
         """The threshold whose share of escalations is closest to `share`."""
@@ -76,8 +74,9 @@ def points(doubt: np.ndarray, differs: np.ndarray) -> tuple[np.ndarray, np.ndarr
     n = len(doubt)
     if n == 0:
         raise ValueError("no positions to draw a curve from")
-    order = np.argsort(-np.asarray(doubt, dtype=np.float64), kind="stable")
-    doubt, wrong = np.asarray(doubt, dtype=np.float64)[order], np.asarray(differs, dtype=bool)[order]
+    doubt = np.asarray(doubt, dtype=np.float64)
+    order = np.argsort(-doubt, kind="stable")
+    doubt, wrong = doubt[order], np.asarray(differs, dtype=bool)[order]
     cuts = np.flatnonzero(np.append(doubt[1:] != doubt[:-1], True))  # the last position of each tie
     fixed = np.cumsum(wrong)[cuts]
     total_wrong = int(wrong.sum())
@@ -98,11 +97,11 @@ def curve(rule: Rule, scores: Sequence[float], differs: Sequence[bool]) -> Curve
 
 def _threshold_between(rule: Rule, escalated: float | None, kept: float) -> float:
     """A threshold that escalates the score `escalated` (None: nothing) and keeps `kept` (as doubts)."""
-    score_kept = -kept if rule.below else kept
+    score_kept = rule.doubt(kept)  # `doubt` is its own inverse: back to the rule's units
     if escalated is None:
         # Keep everything: the most doubtful score itself is not escalated (escalation is strict).
         return float(min(max(score_kept, rule.low), rule.high))
-    score_escalated = -escalated if rule.below else escalated
+    score_escalated = rule.doubt(escalated)
     if rule.log_scale and score_kept > 0 and score_escalated > 0 and math.isfinite(score_escalated):
         middle = math.sqrt(score_kept * score_escalated)
     else:
@@ -112,12 +111,11 @@ def _threshold_between(rule: Rule, escalated: float | None, kept: float) -> floa
     return float(min(max(middle, rule.low), rule.high))
 
 
-def rule_curves(positions: Sequence[Position], rules: Iterable[str] | None = None) -> dict[str, Curve]:
+def rule_curves(positions: Sequence[Position]) -> dict[str, Curve]:
     """One curve per rule (every rule with a score at every position: `learned` only with a router)."""
     out = {}
     differs = [p.differs for p in positions]
-    for name in rules or RULE_TABLE:
-        rule = RULE_TABLE[name]
+    for name, rule in RULE_TABLE.items():
         scores = [rule.score(p.reading) for p in positions]
         if positions and all(s is not None for s in scores):
             out[name] = curve(rule, scores, differs)

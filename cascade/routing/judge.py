@@ -48,9 +48,8 @@ class Judge:
 
     def doubtful(self, reading: DraftReading) -> bool:
         """Whether the rule sends this position to the target (call once per position: a budget counts it)."""
-        if self.budget is not None:
-            return self.budget.judge(self.rule.score(reading))
-        return self.rule.escalates(self.rule.score(reading), self.threshold)
+        score = self.rule.score(reading)
+        return self.budget.judge(score) if self.budget is not None else self.rule.escalates(score, self.threshold)
 
     def taken(self) -> None:
         """The target wrote a position the rule did not judge (a span went on); a budget counts it."""

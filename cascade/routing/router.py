@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,35 +38,13 @@ def hidden_names(n: int) -> tuple[str, ...]:
     return tuple(f"{HIDDEN}{i}" for i in range(n))
 
 
-# Token classes: computed once per token id from its text.
-_CLASSES = ("token_space", "token_newline", "token_punct", "token_digit", "token_letter", "token_nonascii")
-
-
 def token_class(piece: str) -> tuple[float, ...]:
-    """Flags of a token's text, in the order of `_CLASSES`."""
+    """Flags of a token's text, in the order of FEATURES' `token_*` (computed once per token id)."""
     stripped = piece.strip()
     return (float(piece[:1] == " "), float("\n" in piece),
             float(bool(stripped) and all(unicodedata.category(c)[0] in "PS" for c in stripped)),
             float(any(c.isdigit() for c in piece)), float(any(c.isalpha() for c in piece)),
             float(any(ord(c) > 127 for c in piece)))
-
-
-def features(reading: DraftReading, trail: Sequence[tuple[float, float] | None], piece_class: Sequence[float],
-             position: int, hidden: np.ndarray | None = None) -> np.ndarray:
-    """The router's input for one position after `trail` (`Trail.items`): FEATURES, then `hidden` if given."""
-    top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
-    logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
-    recent = [h for h in trail[-HISTORY:] if h is not None]
-    last = trail[-1] if trail else None
-    return np.array([
-        logp, math.log(top1), math.log(top2), reading.draft_top1 - reading.draft_top2, reading.draft_entropy,
-        last[0] if last else 0.0, max(last[1], -30.0) if last else 0.0,
-        sum(h[0] for h in recent) / len(recent) if recent else 0.0,
-        max(min(h[1] for h in recent), -30.0) if recent else 0.0,
-        float(last is not None),
-        *piece_class, math.log1p(position),
-        *(() if hidden is None else hidden),
-    ], dtype=np.float64)
 
 
 @dataclass
@@ -88,9 +67,22 @@ class Trail:
     def features(self, reading: DraftReading, piece_class: Sequence[float], position: int,
                  hidden: np.ndarray | None = None,
                  ahead: Sequence[tuple[float, float] | None] = ()) -> np.ndarray:
-        """`features` for the position after this trail and then `ahead` (proposed, not yet checked)."""
-        recent = (self.items[-HISTORY:] + list(ahead))[-HISTORY:]
-        return features(reading, recent, piece_class, position, hidden)
+        """The router's input for the position after this trail and then `ahead` (proposed, not yet checked):
+        FEATURES, then `hidden` if given."""
+        trail = (self.items[-HISTORY:] + list(ahead))[-HISTORY:]
+        top1, top2 = max(reading.draft_top1, 1e-300), max(reading.draft_top2, 1e-300)
+        logp = -math.log(reading.draft_ppl) if math.isfinite(reading.draft_ppl) else -700.0
+        recent = [h for h in trail if h is not None]
+        last = trail[-1] if trail else None
+        return np.array([
+            logp, math.log(top1), math.log(top2), reading.draft_top1 - reading.draft_top2, reading.draft_entropy,
+            last[0] if last else 0.0, max(last[1], -30.0) if last else 0.0,
+            sum(h[0] for h in recent) / len(recent) if recent else 0.0,
+            max(min(h[1] for h in recent), -30.0) if recent else 0.0,
+            float(last is not None),
+            *piece_class, math.log1p(position),
+            *(() if hidden is None else hidden),
+        ], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -130,8 +122,9 @@ class Router:
         if not isinstance(d, dict) or d.get("kind") != "cascade-router":
             raise ValueError("not a router file (no \"kind\": \"cascade-router\")")
         names = tuple(d["features"])
-        if names != FEATURES + hidden_names(len(names) - len(FEATURES)):
-            unknown = sorted(set(names) ^ set(FEATURES + hidden_names(max(0, len(names) - len(FEATURES)))))
+        expected = FEATURES + hidden_names(len(names) - len(FEATURES))
+        if names != expected:
+            unknown = sorted(set(names) ^ set(expected))
             raise ValueError("the router was trained on other features than this version computes"
                              + (f" ({', '.join(unknown)})" if unknown else " (in another order)")
                              + "; train it again (`python -m lab router study`)")
@@ -168,10 +161,8 @@ def shipped_routers() -> list[Router]:
     """Every router that ships with the project (unreadable files left out: a router is optional)."""
     out = []
     for path in sorted(ROUTERS.glob("*.json")):
-        try:
+        with suppress(ValueError):
             out.append(Router.load(path))
-        except ValueError:
-            continue
     return out
 
 

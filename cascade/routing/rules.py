@@ -51,11 +51,6 @@ class Rule:
             raise ValueError(f"threshold must be between {plain_number(self.low)} and {plain_number(self.high)} for "
                              f"the {self.name} rule ({self.unit}), got {plain_number(threshold)}")
 
-    @property
-    def when(self) -> str:
-        """When it escalates, in words."""
-        return f"{self.unit} {'below' if self.below else 'above'} the threshold"
-
 
 def plain_number(x: float) -> str:
     """A number as a person would write it in a message: whole numbers whole, others as given."""
