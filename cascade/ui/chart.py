@@ -17,55 +17,49 @@ from .style import (BLUE, GREY, PURPLE, RED, RULE_COLOURS, THRESHOLD_COLOUR, fmt
                     written_by)
 
 _LOG_TICKS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000, 100_000, 1_000_000]
-PERPLEXITY = as_rule("perplexity")
 
 
-def _hover(slot: Slot, extra: str = "", rule: Rule = PERPLEXITY) -> str:
+def _hover(slot: Slot, extra: str, rule: Rule) -> str:
     t = slot.token
     lines = [f"position {t.position}: {visible(t.text)}", written_by(t.source)]
-    if rule.name != "perplexity":
-        score = slot.score(rule)
-        if score is not None:
-            which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
+    score = slot.score(rule)
+    if score is not None:
+        which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
+        if rule.name == "perplexity":
+            lines.append(f"small model's perplexity of {which}: {fmt_ppl(score)}")
+        else:
             lines.append(f"{rulewords.WORDS[rule.name].number} for {which}: {rulewords.fmt_score(rule, score)}"
                          + (" (the big model writes where this is below the threshold)" if rule.below else ""))
-        else:
-            lines.append(f"no {rule.name} score here ({rulewords.unscored(rule)}); drawn along the bottom")
-    elif slot.routing_ppl is not None:
-        which = "its own token" if not slot.by_target else f"its proposal {visible(slot.proposal.text)}"
-        lines.append(f"small model's perplexity of {which}: {fmt_ppl(slot.routing_ppl)}")
-    else:
+    elif rule.name == "perplexity":
         lines.append(f"the small model did not score this; big model's perplexity: {fmt_ppl(t.target_ppl)}")
+    else:
+        lines.append(f"no {rule.name} score here ({rulewords.unscored(rule)}); drawn along the bottom")
     if extra:
         lines.append(extra)
     return "<br>".join(html.escape(line) for line in lines)
 
 
 def _plotted(slot: Slot, rule: Rule) -> float | None:
-    if rule.name != "perplexity":
-        score = slot.score(rule)
-        return score if score is not None and math.isfinite(score) else None
-    # unscored by the draft: the target's own perplexity stands in (a hollow mark), one point per token
-    ppl = slot.routing_ppl if slot.routing_ppl is not None else slot.token.target_ppl
-    return ppl if ppl is not None and math.isfinite(ppl) else None
+    value = slot.score(rule)
+    if value is None and rule.name == "perplexity":  # the target's own perplexity stands in (a hollow mark)
+        value = slot.token.target_ppl
+    return value if value is not None and math.isfinite(value) else None
 
 
 _BOTTOM = 0.03  # where a position without the rule's number is drawn, on a hidden second axis
 
 
-def _points(name: str, chosen: list[Slot], color: str, symbol: str = "circle", extra=lambda s: "",
-            rule: Rule = PERPLEXITY, bottom: bool = False) -> dict:
-    trace = {
+def _points(name: str, chosen: list[Slot], rule: Rule, color: str, symbol: str = "circle", extra=lambda s: "",
+            bottom: bool = False) -> dict:
+    return {
         "type": "scatter", "mode": "markers", "name": name,
         "x": [s.token.position for s in chosen],
         "y": [_BOTTOM if bottom else _plotted(s, rule) for s in chosen],
         "text": [_hover(s, extra(s), rule) for s in chosen],
         "hovertemplate": "%{text}<extra></extra>", "meta": "tokens",
         "marker": {"color": color, "size": 7, "symbol": symbol, "line": {"width": 1.5, "color": color}},
+        **({"yaxis": "y2"} if bottom else {}),
     }
-    if bottom:
-        trace["yaxis"] = "y2"
-    return trace
 
 
 def _line(name: str, xs: list, ys: list, color: str, dash: str, moving: bool = False) -> dict:
@@ -91,7 +85,7 @@ def _threshold_line(routing: Routing, decision: Decision, span: tuple[float, flo
                  color, dash)
 
 
-def _whatif_traces(routing: Routing, whatif: WhatIf, named: bool = False) -> list[dict]:
+def _whatif_traces(routing: Routing, whatif: WhatIf, named: bool) -> list[dict]:
     rule = whatif.rule
     index = routing.index_of
 
@@ -105,38 +99,36 @@ def _whatif_traces(routing: Routing, whatif: WhatIf, named: bool = False) -> lis
 
     scored = [s for s in routing.slots if verdict(s) is not None]
     unscored = [s for s in routing.slots if verdict(s) is None]
-    traces = [_points("what-if: would go to the big model", [s for s in scored if verdict(s)], RED, extra=note,
-                      rule=rule),
-              _points("what-if: would stay with the small model", [s for s in scored if not verdict(s)], BLUE,
-                      extra=note, rule=rule)]
-    if unscored and rule.name == "perplexity":
-        traces.append(_points("no what-if (not scored by the small model)", unscored, GREY, "diamond-open"))
-    elif unscored:
+    traces = [_points("what-if: would go to the big model", [s for s in scored if verdict(s)], rule, RED,
+                      extra=note),
+              _points("what-if: would stay with the small model", [s for s in scored if not verdict(s)], rule, BLUE,
+                      extra=note)]
+    if unscored:
+        bottom = rule.name != "perplexity"
         why = "no router score" if rule.name == "learned" else "not scored by the small model"
-        traces.append(_points(f"no what-if ({why}; along the bottom)", unscored, GREY, "diamond-open", rule=rule,
-                              bottom=True))
+        traces.append(_points(f"no what-if ({why}; along the bottom)" if bottom else f"no what-if ({why})", unscored,
+                              rule, GREY, "diamond-open", bottom=bottom))
     return traces
 
 
-def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule = PERPLEXITY) -> list[dict]:
-    traces = [_points("written by the small model", [s for s in scored if not s.by_target], BLUE, rule=rule),
-              _points("written by the big model", [s for s in scored if s.by_target], RED, rule=rule)]
+def _run_traces(scored: list[Slot], unscored: list[Slot], rule: Rule) -> list[dict]:
+    traces = [_points("written by the small model", [s for s in scored if not s.by_target], rule, BLUE),
+              _points("written by the big model", [s for s in scored if s.by_target], rule, RED)]
     bottom = rule.name != "perplexity"
     why = f"no {rule.name} score, along the bottom" if bottom else None
     by_target = [s for s in unscored if (s.by_target if bottom else not s.by_lookup)]
     if by_target:
         traces.append(_points(f"written by the big model; {why}" if bottom else
                               "written by the big model; small model did not score it (big model's own "
-                              "perplexity)", by_target, RED, "diamond-open", rule=rule, bottom=bottom))
+                              "perplexity)", by_target, rule, RED, "diamond-open", bottom=bottom))
     copied = [s for s in unscored if s.by_lookup]
     if copied:
         traces.append(_points(f"copied from earlier in the text (prompt lookup; {why})" if bottom else
                               "copied from earlier in the text (prompt lookup; big model's perplexity)", copied,
-                              PURPLE, "square-open", rule=rule, bottom=bottom))
+                              rule, PURPLE, "square-open", bottom=bottom))
     by_draft = [s for s in unscored if not s.by_target and not s.by_lookup]  # the learned rule without a router
     if by_draft and bottom:
-        traces.append(_points(f"written by the small model; {why}", by_draft, BLUE, "circle-open", rule=rule,
-                              bottom=True))
+        traces.append(_points(f"written by the small model; {why}", by_draft, rule, BLUE, "circle-open", bottom=True))
     return traces
 
 

@@ -61,7 +61,7 @@ def _changes(ua: list, ub: list) -> list[tuple[str, int, int, int, int]]:
     """SequenceMatcher's opcodes, with changes that only whitespace separates merged into one."""
     merged: list[list] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ua, ub, autojunk=False).get_opcodes():
-        gap = merged[-2:] if len(merged) >= 2 else []
+        gap = merged[-2:]
         if (op != "equal" and len(gap) == 2 and gap[0][0] != "equal" and gap[1][0] == "equal"
                 and all(kind == "prose" and not text.strip() for kind, text in ua[gap[1][1]:gap[1][2]])):
             merged[-2:] = [["replace", gap[0][1], i2, gap[0][3], j2]]
@@ -102,8 +102,8 @@ def changed(a: str, b: str) -> str:
             words += max(sum(len(text.split()) for kind, text in side if kind == "prose") for side in sides)
     if not lines and not words:
         return "only spaces or line breaks changed"
-    said = [f"{lines} line{'s' * (lines != 1)}" if lines else "", f"{words} word{'s' * (words != 1)}" if words else ""]
-    return " and ".join(s for s in said if s) + " changed"
+    said = [f"{n} {unit}{'s' * (n != 1)}" for n, unit in ((lines, "line"), (words, "word")) if n]
+    return " and ".join(said) + " changed"
 
 
 _DELETE = f"color:{RED};text-decoration:line-through;background:rgba(198,40,40,.08)"
@@ -113,6 +113,8 @@ _LINE = (f"display:block;font-family:{CODE_FONT};white-space:pre;overflow-x:auto
 _CODE = _LINE + " rgba(128,128,128,.35);background:rgba(128,128,128,.06)"
 _DELETED_LINES = f"{_LINE} {RED};color:{RED};text-decoration:line-through;background:rgba(198,40,40,.10)"
 _INSERTED_LINES = f"{_LINE} {GREEN};color:{GREEN};text-decoration:underline;background:rgba(27,122,52,.12)"
+_CODE_LOOK = {"equal": ("span", "diff-code", _CODE), "delete": ("del", "diff-delete diff-lines", _DELETED_LINES),
+              "insert": ("ins", "diff-insert diff-lines", _INSERTED_LINES)}  # (tag, class, style) of code lines
 # an insert right after a delete keeps a margin from it ("if elif", not "ifelif"), not a space in the text
 _APART = ";margin-left:.35em"
 
@@ -124,9 +126,7 @@ def diff_html(a: str, b: str) -> str:
     for op, kind, text in pieces(a, b):
         body = html.escape(text)
         if kind == "code":
-            style = {"equal": _CODE, "delete": _DELETED_LINES, "insert": _INSERTED_LINES}[op]
-            tag = {"equal": "span", "delete": "del", "insert": "ins"}[op]
-            cls = {"equal": "diff-code", "delete": "diff-delete diff-lines", "insert": "diff-insert diff-lines"}[op]
+            tag, cls, style = _CODE_LOOK[op]
             out.append(f'<{tag} class="{cls}" style="{style}">{body}</{tag}>')
         elif op == "equal":
             out.append(body)

@@ -99,22 +99,21 @@ def pair_words(draft: str, target: str) -> str:
 def measured_sizes(draft: str, target: str, measured: dict[str, str]) -> bool:
     """Whether a pair (file names) is the measured one, or the same sizes of its family (Qwen2.5's 0.5B → 1.5B
     beside Qwen2.5-Coder's): the only pairs whose quality the measured pass rates may be quoted for."""
-    names = Path(draft).name, Path(target).name
-    if names == (measured["draft"], measured["target"]):
+    if (draft, target) == (measured["draft"], measured["target"]):
         return True
 
     def sizes(name: str) -> tuple[str, str] | None:
         found = _QWEN.search(name)
         return (found.group(1), found.group(3)) if found else None
 
-    ours = [sizes(n) for n in names]
+    ours = [sizes(draft), sizes(target)]
     return None not in ours and ours == [sizes(measured["draft"]), sizes(measured["target"])]
 
 
 def unmeasured_sentence(draft: str, target: str, report: Report) -> str:
     """What the page says of quality for a pair the shipped pass rates were not measured on."""
     measured = report.data["models"]
-    return (f"No pass rate was measured for this pair ({pair_words(Path(draft).name, Path(target).name)}): the "
+    return (f"No pass rate was measured for this pair ({pair_words(draft, target)}): the "
             f"pass rates on coding problems the project ships ({report.data['tasks']['source']}, {report.name}) "
             f"were measured on the {pair_words(measured['draft'], measured['target'])} pair only.")
 

@@ -121,12 +121,6 @@ def fmt_score(rule: Rule | str, score: float | None) -> str:
     return f"{score:.2f}" if rule.name == "entropy" else f"{score:.3f}"
 
 
-def side(rule: Rule | str, verdict: bool) -> str:
-    """Where a score lies against the threshold: "above"/"not above", or "below"/"not below" for margin."""
-    word = "below" if as_rule(rule).below else "above"
-    return word if verdict else f"not {word}"
-
-
 def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdict: bool | None, named: bool,
                  budget: float | None) -> str:
     """What a what-if by `rule` (`named`: say it) decided at a position of `score`; `budget`: the share, if any."""
@@ -135,9 +129,10 @@ def whatif_words(rule: Rule | str, score: float | None, threshold: float, verdic
     if verdict is None:
         return f"what-if{by}: none here ({unscored(rule)})"
     who = "the big model" if verdict else "the small model"
+    side = ("" if verdict else "not ") + ("below" if rule.below else "above")
     at = (f"at threshold {fmt_threshold(threshold)}" if budget is None else
           f"with the big model writing {share(budget)} (the threshold here: {moving_threshold(rule, threshold)})")
-    return (f"what-if{by} {at}: {WORDS[rule.name].number} {fmt_score(rule, score)} is {side(rule, verdict)} it, "
+    return (f"what-if{by} {at}: {WORDS[rule.name].number} {fmt_score(rule, score)} is {side} it, "
             f"so {who} would have written this position")
 
 
@@ -145,9 +140,8 @@ def moving_threshold(rule: Rule | str, threshold: float) -> str:
     """A threshold a share set at one position, which may stand past every number."""
     if math.isfinite(threshold):
         return fmt_score(rule, threshold)
-    nobody = (threshold > 0) != as_rule(rule).below
-    return "none: the share wanted no more tokens for the big model" if nobody else \
-        "none: the share wanted every token for the big model"
+    wanted = "no more tokens" if (threshold > 0) != as_rule(rule).below else "every token"
+    return f"none: the share wanted {wanted} for the big model"
 
 
 def share(budget: float) -> str:
@@ -162,9 +156,8 @@ def meant(rule: Rule | str, threshold: float) -> str:
 
 def unscored(rule: Rule | str) -> str:
     """Why a position has no number by this rule, in a clause."""
-    if as_rule(rule).name == "learned":
-        return "no router scored this position"
-    return "the small model did not score this position"
+    learned = as_rule(rule).name == "learned"
+    return "no router scored this position" if learned else "the small model did not score this position"
 
 
 def when(rule: Rule | str, tense: str = "is") -> str:

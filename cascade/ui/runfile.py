@@ -210,13 +210,12 @@ def run_html(prompt: str, config: GenerationConfig, events: Sequence[TokenEvent]
                   f"<p>{_e(sentences.summary_details(summary))}</p>")
         numbers = (f'<section class="cascade-numbers"><h2>Measured numbers</h2>'
                    f"{_numbers_table(numbers_rows(summary))}</section>")
+        compare = "" if comparison is None else (
+            f'<section class="cascade-comparison"><h2>Compared with the big model alone</h2>'
+            f"{sentences.compare_html(summary, comparison)}</section>")
     else:
         result = f'<p class="sentence">{_e(sentences.stopped_sentence(events))}</p>'
-        numbers = ""
-    compare = ""
-    if comparison is not None and summary is not None:
-        compare = (f'<section class="cascade-comparison"><h2>Compared with the big model alone</h2>'
-                   f"{sentences.compare_html(summary, comparison)}</section>")
+        numbers = compare = ""
     short = prompt if len(prompt) <= 60 else prompt[:59] + "…"
     asked = "The follow-up question" if earlier else "The prompt"
     return f"""<!DOCTYPE html>

@@ -28,7 +28,10 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
                                                           f"the threshold moved as the answer was written to "
                                                           f"keep that share (the summary says which it meant)"))
         else:
-            rows.append(_threshold_row(config))
+            rule = rule or RULE_TABLE["perplexity"]
+            rows.append(("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when "
+                                      f"{rulewords.WORDS[rule.name].number} of it is "
+                                      f"{'below' if rule.below else 'above'} this"))
     if "k" in reads:
         rows.append(("k", f"{config.k} tokens proposed at most per check by the big model" if policy.looks_up
                      else f"{config.k} tokens drafted by the small model per check by the big model"))
@@ -60,13 +63,6 @@ def settings_rows(config: GenerationConfig) -> list[tuple[str, str]]:
     if config.stop:
         rows.append(("Stop strings", ", ".join(repr(s) for s in config.stop)))
     return rows
-
-
-def _threshold_row(config: GenerationConfig) -> tuple[str, str]:
-    """The threshold a run's rule was held to, in words."""
-    rule = RULE_TABLE.get(config.rule, RULE_TABLE["perplexity"])
-    return ("Threshold", f"{fmt_threshold(config.threshold)}: the big model writes a token when "
-                         f"{rulewords.WORDS[rule.name].number} of it is {'below' if rule.below else 'above'} this")
 
 
 def about_rows(models: Mapping[str, str], machine: Mapping[str, Any] | None, created: str) -> list[tuple[str, str]]:

@@ -162,7 +162,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
     """A small HTML table; the first row is the header. Cells are escaped."""
     cell = "padding:4px 12px;border-bottom:1px solid rgba(128,128,128,.3);text-align:left"
     body = "".join("<tr>" + "".join(f'<{tag} style="{cell}">{html.escape(c)}</{tag}>' for c in row) + "</tr>"
-                   for tag, row in (("th" if i == 0 else "td", row) for i, row in enumerate(rows)))
+                   for tag, row in zip(["th"] + ["td"] * len(rows), rows))
     return f'<table style="border-collapse:collapse;margin-bottom:8px">{body}</table>'
 
 

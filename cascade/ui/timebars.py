@@ -27,7 +27,7 @@ class Part:
     alone_means: str = ""  # what it counts in the big model alone's bar, where that differs
 
 
-PARTS = {
+PARTS = {  # in the order segments stack, left to right
     "small": Part("small model", BLUE, "the small model reading and writing"),
     "reading": Part("big model reading", LIGHT_RED,
                     "the big model reading several tokens in one go: the prompt, and the small model's tokens it "
@@ -43,7 +43,6 @@ PARTS = {
                       "the big model alone, estimated from the speeds measured on this machine; press Compare to "
                       "measure it", "/"),
 }
-ORDER = tuple(PARTS)  # the order segments stack in, left to right
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,7 @@ def figure_spec(summary: Summary | None, comparison: Summary | None = None,
         return None
     found = segments(summary, comparison, estimate_s)
     bars = list(dict.fromkeys(s.bar for s in found))
-    traces = [_trace(part, [s for s in found if s.part == part]) for part in ORDER
+    traces = [_trace(part, [s for s in found if s.part == part]) for part in PARTS
               if any(s.part == part for s in found)]
     return {"data": traces, "layout": {
         "barmode": "stack", "height": HEIGHT, "bargap": 0.3, "hovermode": "closest",

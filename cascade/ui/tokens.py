@@ -27,18 +27,13 @@ _WHATIF_RED_STYLE = RED_STYLE + f";text-decoration:underline dotted {RED}"
 _DISCARD_STYLE = f"color:{GREY};text-decoration:line-through;font-size:.92em"
 _NO_WHATIF_STYLE = f"color:{GREY}"
 GIVEN_STYLE = f"color:{GREY};background:rgba(0,0,0,.05);border-radius:3px"
-GIVEN_TITLE = ("given in the request: the answer starts with this text; both models read it, neither wrote it")
+GIVEN_TITLE = "given in the request: the answer starts with this text; both models read it, neither wrote it"
 
 # Long lines wrap inside the block (its spaces kept), so no line is cut off at any width, scrollbar or not.
 CODE_STYLE = (f"display:block;font-family:{CODE_FONT};white-space:pre-wrap;overflow-wrap:anywhere;tab-size:4;"
               "font-size:.9em;line-height:1.5;margin:4px 0;padding:8px 10px;border-radius:6px;"
               "background:rgba(128,128,128,.07);border:1px solid rgba(128,128,128,.25)")
 FENCE_STYLE = "opacity:.5"
-
-
-def given_html(given: str) -> str:
-    """The answer prefix, given in the request: one grey span before the models' tokens."""
-    return _span(given, GIVEN_TITLE, "tok given", GIVEN_STYLE) if given else ""
 
 
 def _laid_out(pieces: list[tuple[str, Callable[[str], str]]]) -> str:
@@ -50,18 +45,15 @@ def _laid_out(pieces: list[tuple[str, Callable[[str], str]]]) -> str:
     drawn: list[list[str]] = [[] for _ in regions]
     r = pos = 0
     for t, draw in pieces:
-        if not t:
-            while r < len(regions) - 1 and pos >= regions[r][2]:
-                r += 1
-            drawn[r].append(draw(t))
-            continue
         end = pos + len(t)
-        while pos < end:
-            while regions[r][2] <= pos:
+        while True:  # an empty piece (struck markup) draws once too, in the region where it stands
+            while r < len(regions) - 1 and regions[r][2] <= pos:
                 r += 1
             cut = min(end, regions[r][2])
             drawn[r].append(draw(text[pos:cut]))
             pos = cut
+            if pos == end:
+                break
     out = []
     for (kind, _, _), region in zip(regions, drawn):
         body = "".join(region)
@@ -162,7 +154,7 @@ def tokens_html(routing: Routing, whatif: WhatIf | None = None, run_rule: Rule |
     run_rule = as_rule(run_rule)
     pieces: list[tuple[str, Callable[[str], str]]] = []
     if given:
-        pieces.append((given, given_html))
+        pieces.append((given, partial(_span, title=GIVEN_TITLE, cls="tok given", style=GIVEN_STYLE)))
     for event in routing.events:
         if event.status in ("rejected", "rolled_back"):
             pieces.append(("", lambda _text, markup=_discarded(event): markup))  # struck, beside the text
@@ -223,7 +215,7 @@ def message_panel(message: str, kind: str = "info") -> str:
 
 _BANNER_STYLE = ("padding:6px 10px;margin-bottom:6px;border-radius:6px;border:1px dashed #b26a00;"
                  "background:rgba(255,170,0,.10);font-size:.92em")
-_REREAD = ("nothing was regenerated, and after the first changed token a real run would write different text")
+_REREAD = "nothing was regenerated, and after the first changed token a real run would write different text"
 
 
 def _banner(text: str, what_if: bool = True) -> str:
