@@ -33,7 +33,7 @@ from cascade.engine.analysis import Routing  # noqa: E402
 from cascade.engine.engine import Engine  # noqa: E402
 from cascade.routing.router import FEATURES, Router  # noqa: E402
 from cascade.ui.conversation import history_json  # noqa: E402
-from cascade.ui.controls import RULE_LABEL, page_start  # noqa: E402
+from cascade.ui.controls import RULE_LABEL  # noqa: E402
 from cascade.ui import chart, rulewords, sentences  # noqa: E402
 from cascade.ui.generate import (GENERATE_INPUTS, compare_updates, generate_updates, make_generate, request_config,  # noqa: E402
                                   stop)
@@ -482,7 +482,6 @@ def test_the_rule_dropdown_offers_the_learned_rule_only_with_a_router():
     assert [v for _, v in with_router.choices] == list(RULE_TABLE)
     # With a router the page still starts by perplexity (the chart it was asked for); the router is one choice away.
     assert with_router.value == "perplexity"
-    assert page_start(True).budget == PAGE_START.budget and page_start(False) == PAGE_START
 
     class Request:  # what Gradio passes on load
         def __init__(self, **query):

@@ -123,17 +123,16 @@ def fork_prefix(run: Run | None, current: int | None, position: Any, chosen: Any
     return run.config.answer_prefix + before + chosen, Fork(current or 0, position, was, chosen)
 
 
-def request_controls(run: Run) -> dict[str, Any]:
-    """The values of every control of a request (GENERATE_INPUTS) that asks what `run` asked."""
-    config = run.config
-    return {"prompt": run.prompt, "mode": "chat" if config.chat else "raw",
+def request_controls(prompt: str, config: GenerationConfig) -> dict[str, Any]:
+    """The values of every control of a request (GENERATE_INPUTS) that asks `prompt` with `config`."""
+    return {"prompt": prompt, "mode": "chat" if config.chat else "raw",
             **{name: getattr(config, name) for name in SETTINGS},
             "history": conversation.history_json(config.history)}
 
 
 def _same(shown: Any, value: Any) -> bool:
     """Whether a control shows `value` (numbers as numbers: a slider's 5 is the setting 5.0)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if _is_number(value):
         try:
             return math.isclose(float(shown), float(value), rel_tol=1e-9, abs_tol=1e-12)
         except (TypeError, ValueError):
@@ -143,12 +142,12 @@ def _same(shown: Any, value: Any) -> bool:
 
 def _moved(name: str, shown: Any, value: Any, config: GenerationConfig, controls: dict[str, Any]) -> str | None:
     """One control that shows another value than the run's, in words: the run's value first."""
-    if name == "threshold" and (config.budget is not None or _is_share(controls.get("budget"))
+    if name == "threshold" and (config.budget is not None or _is_number(controls.get("budget"))
                                 or not _same(controls.get("rule"), config.rule)):
         return None  # told with the share, or with the rule; a share's run never read its threshold
     if name == "budget":
         return _share_moved(shown, value, config)
-    if name == "rule" and config.budget is None and not _is_share(controls.get("budget")):
+    if name == "rule" and config.budget is None and not _is_number(controls.get("budget")):
         return (f"the {value} rule at {fmt_threshold(config.threshold)}, not the {shown} rule at "
                 f"{_number(controls.get('threshold'))} the controls show")
     if name == "rule":
@@ -162,8 +161,8 @@ def _moved(name: str, shown: Any, value: Any, config: GenerationConfig, controls
             "history": "its conversation"}.get(name, name)
 
 
-def _is_share(value: Any) -> bool:
-    """Whether a budget control's value is a share (a number), not none (the threshold decides)."""
+def _is_number(value: Any) -> bool:
+    """Whether `value` is a number, not a bool (a budget control's share, not none: the threshold decides)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -172,7 +171,7 @@ def _share_moved(shown: Any, value: Any, config: GenerationConfig) -> str:
     if value is None:
         return (f"a threshold of {fmt_threshold(config.threshold)}, not the share of "
                 f"{rulewords.share(float(shown))} the slider shows")
-    if not _is_share(shown):
+    if not _is_number(shown):
         return f"a {rulewords.share(value)} share for the big model, not a threshold"
     return (f"a {rulewords.share(value)} share for the big model, not the {rulewords.share(float(shown))} the slider "
             f"shows")
@@ -182,7 +181,7 @@ def fork_request(run: Run | None, current: int | None, position: Any, chosen: An
                  controls: dict[str, Any]) -> tuple[dict[str, Any], Fork, str | None]:
     """(the fork's GENERATE_INPUTS values, the `Fork`, a note naming `controls` that differed or None)."""
     prefix, fork = fork_prefix(run, current, position, chosen)
-    values = {**request_controls(run), "answer_prefix": prefix}
+    values = {**request_controls(run.prompt, run.config), "answer_prefix": prefix}
     moved = [_moved(name, controls[name], values[name], run.config, controls) for name in GENERATE_INPUTS
              if name != "answer_prefix" and name in controls and not _same(controls[name], values[name])]
     moved = [words for words in moved if words]
@@ -248,7 +247,8 @@ def show_branch(label: Any, branches: Sequence[Branch] | None) -> tuple:
     numbers = ({"this_run": run.summary.to_dict(), "big_model_alone": run.comparison.to_dict()}
                if run.comparison and run.summary else None)
     update = replace(run_update(run), compare_html=compared, numbers=numbers)
-    return update.values(BRANCH_OUTPUTS) + (branch.number,) + tuple(map(request_controls(run).get, REQUEST_CONTROLS))
+    request = request_controls(run.prompt, run.config)
+    return update.values(BRANCH_OUTPUTS) + (branch.number,) + tuple(request[name] for name in REQUEST_CONTROLS)
 
 
 def turn_branch(run: Run | None, number: Any, branches: Sequence[Branch] | None) -> Branch:

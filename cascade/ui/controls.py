@@ -1,5 +1,5 @@
 """The request's controls, one per setting the generate endpoint takes, each named after its `GenerationConfig`
-field and starting at `page_start`; how much the big model writes is a share in percent or, ticked, a threshold
+field and starting at `PAGE_START`; how much the big model writes is a share in percent or, ticked, a threshold
 on a bar of its own (`share_controls`), the hidden `budget` set in the browser (`share_js`)."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import gradio as gr
@@ -59,12 +58,12 @@ def prompt_controls(examples: Sequence[Example]) -> dict[str, Component]:
     }
 
 
-def mode_control(examples: Sequence[Example], render: bool) -> dict[str, Component]:
-    """Chat or raw: the first example's, or the page's start."""
+def mode_control(examples: Sequence[Example]) -> dict[str, Component]:
+    """Chat or raw: the first example's, or the page's start; unrendered (shown after the examples that set it)."""
     chat = examples[0].chat if examples else PAGE_START.chat
     return {"mode": gr.Radio([("Chat: the model answers", "chat"), ("Raw: the model continues the text", "raw")],
                              value="chat" if chat else "raw", label="Mode", elem_classes="cascade-mode",
-                             render=render)}
+                             render=False)}
 
 
 def framing_controls() -> dict[str, Component]:
@@ -89,23 +88,8 @@ def _slider(name: str, label: str, *, lo: float | None = None, hi: float | None 
                      value=getattr(PAGE_START, name), step=step, label=label, info=info or meta["help"])
 
 
-@dataclass
-class ShareControls:
-    """The share's slider, the tick that chooses a threshold instead, the threshold's box, and its bar."""
-
-    share: gr.Slider
-    by_threshold: gr.Checkbox
-    threshold_box: gr.Group
-    bar: gr.Slider
-
-
-def page_start(has_router: bool) -> GenerationConfig:
-    """`PAGE_START`, whether or not the page has a router (the learned rule is offered, not started with)."""
-    return PAGE_START
-
-
-def share_controls(start: GenerationConfig) -> tuple[dict[str, Component], ShareControls]:
-    """The request's `budget` (hidden) and `threshold` controls, and the parts that set them."""
+def share_controls(start: GenerationConfig) -> tuple[dict[str, Component], dict[str, Component]]:
+    """The request's `budget` (hidden) and `threshold` controls, and the parts that set them, by name."""
     by_share = start.budget is not None
     percent = round(100 * start.budget, 2) if by_share else 10.0  # the slider's start without a share: 10%
     with gr.Group(elem_classes="cascade-share-box"):
@@ -123,16 +107,16 @@ def share_controls(start: GenerationConfig) -> tuple[dict[str, Component], Share
         threshold = gr.Slider(**{**rulewords.slider_props(start.rule), "value": start.threshold},
                               elem_classes="cascade-threshold")
         bar = threshold_bar(start)
-    return {"budget": budget, "threshold": threshold}, ShareControls(share, by_threshold, threshold_box, bar)
+    parts = {"share": share, "by_threshold": by_threshold, "threshold_box": threshold_box, "threshold_bar": bar}
+    return {"budget": budget, "threshold": threshold}, parts
 
 
-def settings_controls(router: Any) -> tuple[dict[str, Component], ShareControls]:
-    """Every setting's control by field, at `page_start`, and the share's parts; the learned rule needs `router`."""
+def settings_controls(router: Any) -> tuple[dict[str, Component], dict[str, Component]]:
+    """Every setting's control by field, at `PAGE_START`, and the share's parts; the learned rule needs `router`."""
     seed_meta = limits(GenerationConfig, "seed")
-    start = page_start(router is not None)
+    start = PAGE_START  # with a router too: the learned rule is offered, not started with
     policies = [(rulewords.policy_label(p.name), p.name) for p in offered_policies()]
-    controls = {"policy": gr.Dropdown(policies, value=start.policy,
-                                      label="Who writes", elem_classes="cascade-policy")}
+    controls = {"policy": gr.Dropdown(policies, value=start.policy, label="Who writes", elem_classes="cascade-policy")}
     deciding, shares = share_controls(start)
     controls.update(deciding)
     controls["rule"] = gr.Dropdown(rulewords.choices(router is not None), value=start.rule, label=RULE_LABEL,

@@ -118,18 +118,11 @@ def make_generate(engine_provider: EngineProvider, running: Running | None = Non
     return generate
 
 
-def started(run: Run) -> Update:
-    """The first update, before the engine starts: from here the page's run is the new one (running, no text yet), so
-    that a Stop reads it and nothing drawn for an earlier run lands under it; the plain copy is emptied."""
-    return Update(plain_text="", run=run)
-
-
 def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, settings: dict[str, Any],
                      progress: gr.Progress, shown: Run | None = None, visitor: str | None = None,
                      handle: RunHandle | None = None) -> Iterator[Update]:
-    """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns it holds;
-    `visitor` (a browser session) is the client whose fair share of the slots it takes. Ended through `handle`
-    (Stop), it ends drawing what was written until then."""
+    """The updates of one generation; `shown` (the run on the page) lends its colours to earlier turns; `visitor`
+    takes its fair share of the slots; ended through `handle` (Stop), it ends drawing what was written."""
     handle = handle or RunHandle()
     prompt = prompt if isinstance(prompt, str) else ""  # the API can send null; the engine says "empty"
     try:
@@ -141,7 +134,7 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
     if handle.ended:  # stopped before its handler started
         yield run_update(replace(run, running=False))
         return
-    yield started(run)
+    yield Update(plain_text="", run=run)  # the page's run from now: a Stop reads it, nothing earlier lands under it
     try:
         with lent_engine(engine_provider, progress, visitor) as engine:
             try:
@@ -149,7 +142,8 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
             except RouterMissing as e:
                 yield message_update(f"Please check the settings: {e}.")
                 return
-            run = replace(run, models=engine.pair.config, draft_path=draft_path(engine))
+            path = getattr(engine.pair, "draft_path", None)  # whose calibration a share's what-if reads
+            run = replace(run, models=engine.pair.config, draft_path=None if path is None else str(path))
             pacer = Pacer()
             # The answer is drawn finished the moment it is written; the scoring pass follows as its own step.
             events, summary = yield from pumped(
@@ -167,19 +161,13 @@ def generate_updates(engine_provider: EngineProvider, prompt: Any, mode: Any, se
         yield message_update(str(e))
         return
     except PromptError as e:
-        yield message_update(first_letter_up(str(e)))
+        yield message_update(str(e)[:1].upper() + str(e)[1:])  # unlike `str.capitalize`, the rest untouched
         return
     except Exception:  # the visitor gets a sentence; the operator gets the traceback
         log.exception("generation failed")
         yield message_update(SERVER_TROUBLE)
         return
     yield run_update(run)
-
-
-def draft_path(engine: Engine) -> str | None:
-    """The engine's draft file, which a share's what-if reads the calibration of (None where it has none)."""
-    path = getattr(engine.pair, "draft_path", None)
-    return None if path is None else str(path)
 
 
 def alone_estimate(engine: Engine, summary: Summary) -> float | None:
@@ -189,11 +177,6 @@ def alone_estimate(engine: Engine, summary: Summary) -> float | None:
     except Exception:
         log.exception("the big model alone's time could not be estimated")
         return None
-
-
-def first_letter_up(message: str) -> str:
-    """The message with its first letter upper case and the rest untouched (unlike `str.capitalize`)."""
-    return message[:1].upper() + message[1:]
 
 
 def make_compare(engine_provider: EngineProvider, running: Running | None = None):
@@ -235,7 +218,7 @@ def compare_updates(engine_provider: EngineProvider, run: Run | None, progress: 
         yield Update(compare_html=tokens.message_panel("Generate a text first and let it finish; then compare it "
                                                        "with the big model alone.", "info"), numbers=None)
         return
-    yield alone_writing(())  # as `started`: the box says at once that the big model is writing
+    yield alone_writing(())  # the box says at once that the big model is writing
     try:
         with lent_engine(engine_provider, progress, visitor) as engine:
             # Run to its end (the models are let go) before the rules read them; timed as the run was.
@@ -287,11 +270,10 @@ def rules_update(engine: Engine, run: Run) -> Update:
 def run_name(config: GenerationConfig) -> str:
     """This run in a (short) legend: "this run (cascade, entropy 1.5)" or "this run (cascade, margin, 10%)"."""
     policy = POLICY_TABLE.get(config.policy)
-    if policy is not None and policy.uses_rule and config.budget is not None:
-        return f"this run ({config.policy}, {config.rule}, {rulewords.share(config.budget)})"
-    if policy is not None and policy.uses_rule:
-        return f"this run ({config.policy}, {config.rule} {config.threshold:g})"
-    return f"this run ({config.policy})"
+    if policy is None or not policy.uses_rule:
+        return f"this run ({config.policy})"
+    decided = f", {rulewords.share(config.budget)}" if config.budget is not None else f" {config.threshold:g}"
+    return f"this run ({config.policy}, {config.rule}{decided})"
 
 
 def make_stop(running: Running):

@@ -3,6 +3,7 @@ each event once, to the handler of its module)."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -135,7 +136,7 @@ def request_column(page: Page, examples: Sequence[Example]) -> None:
 
 def extras_column(page: Page, examples: Sequence[Example]) -> None:
     """The examples, the mode they set too, and sharing (the link and the run's file)."""
-    page.inputs.update(mode_control(examples, render=False))
+    page.inputs.update(mode_control(examples))
     if examples:
         gr.Examples([[e.prompt, "chat" if e.chat else "raw"] for e in examples],
                     inputs=[page.inputs["prompt"], page.inputs["mode"]],
@@ -152,24 +153,19 @@ def extras_column(page: Page, examples: Sequence[Example]) -> None:
 
 
 def settings_column(page: Page, router: Any, big_model: bigmodel.BigModels | None = None) -> None:
-    """Who writes and how, the system message and the answer's start, and the models the page runs (with the
-    big model's control beside them where offered)."""
+    """Who writes and how, the framing, and the models line (the big model's control beside it where offered)."""
     controls, shares = settings_controls(router)
     page.inputs.update(controls)
-    page.parts.update(share=shares.share, by_threshold=shares.by_threshold, threshold_box=shares.threshold_box,
-                      threshold_bar=shares.bar)
+    page.parts.update(shares)
     page.inputs.update(framing_controls())
-    if big_model is None:
+    with gr.Row(equal_height=False, elem_classes="cascade-models-row") if big_model is not None else nullcontext():
         page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
-        return
-    with gr.Row(equal_height=False, elem_classes="cascade-models-row"):
-        page.parts["models"] = gr.Markdown("", elem_classes="cascade-models")
-        page.parts["big_model"] = bigmodel.control(big_model)
+        if big_model is not None:
+            page.parts["big_model"] = bigmodel.control(big_model)
 
 
 def answer_column(page: Page) -> None:
-    """The answer: summary, where its time went, more about it, earlier turns, text and chart, follow-up, branches,
-    comparison, curves, numbers."""
+    """The answer: summary, timings, earlier turns, text and chart, follow-up, branches, comparison, numbers."""
     out = page.out
     out["summary"] = gr.Markdown(label="Summary",
                                  value="Press **Generate** to start. The first run loads the models, which can "
@@ -225,7 +221,8 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     """Each event of the page, wired once."""
     run, parts, inputs = page.out["run"], page.parts, page.inputs
     # Unprocessed inputs: GenerationConfig judges every value; the run shown keeps a follow-up's colours.
-    request = page.controls(GENERATE_INPUTS) + [run]
+    controls = page.controls(GENERATE_INPUTS)
+    request = controls + [run]
     running = Running()  # one run at a time per visitor: a new run ends their comparison, Stop ends both
     generate = make_generate(engine_provider, running)
     # The comparison's box says how far it has come in words; Gradio's spinner over it would only repeat that.
@@ -236,8 +233,8 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
     def generation(trigger: Callable, handler: Callable = generate, inputs: list = request,
                    api_name: str | None = None, clears: bool = True) -> Any:
-        """`handler` writing a run on `trigger`, after `clear_previous` (which ends a comparison still running:
-        one run at a time per visitor), before `after_run`; an endpoint if named."""
+        """`handler` writing a run on `trigger`, after `clearing` (one run at a time per visitor), before
+        `after_run`; an endpoint if named."""
         api = {"api_name": api_name} if api_name else {"api_visibility": "private"}
         if clears:
             trigger(clearing(running), outputs=page.outputs(CLEARED_OUTPUTS + DOWNLOAD_OUTPUTS), **QUICK)
@@ -247,7 +244,6 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
 
     generation(parts["generate"].click, api_name="generate")
     # A fork: a token chosen in a pinned table runs with the parent's settings (queued, so a refusal shows).
-    controls = page.controls(GENERATE_INPUTS)
     forking = page.out["text_html"].select(fork_start, inputs=[run, parts["current"]] + controls,
                                            outputs=controls + [parts["fork"]], show_progress="hidden",
                                            api_visibility="private")
@@ -273,23 +269,24 @@ def wire(page: Page, demo: gr.Blocks, engine_provider: EngineProvider, concurren
     inputs["rule"].input(make_rule_changed(router), inputs=[inputs["rule"], run, inputs["budget"]],
                          outputs=[inputs["rule"], inputs["threshold"]] + page.outputs(WHATIF_OUTPUTS),
                          trigger_mode="always_last", **QUICK)
-    parts["copy_link"].click(None, inputs=page.controls(GENERATE_INPUTS), outputs=[parts["link"]], js=copy_link_js(),
+    parts["copy_link"].click(None, inputs=controls, outputs=[parts["link"]], js=copy_link_js(),
                              api_visibility="private")
     autorun = gr.State(False)
-    loading = demo.load(make_apply_link(router), outputs=page.controls(GENERATE_INPUTS) + [
-        page.out["summary"], autorun, page.out["text_html"]], queue=False, api_visibility="private")
+    linked = controls + [page.out["summary"], autorun, page.out["text_html"]]
+    loading = demo.load(make_apply_link(router), outputs=linked, queue=False, api_visibility="private")
     generation(loading.then, make_autorun(engine_provider), inputs=[autorun] + request, clears=False)
 
 
 def clearing(running: Running) -> Callable:
-    """`clear_previous`, after ending the visitor's comparison at once (before it draws again) and expecting the new
-    run (a Stop pressed before its handler starts still ends it; the handler ends an earlier run itself, as this
-    step may come after it has started)."""
+    """Before a new run: the visitor's comparison ended at once, the new run expected (so a Stop pressed before its
+    handler starts still ends it), and what belonged to the run shown cleared (CLEARED_OUTPUTS, then the file)."""
     def clear(request: gr.Request) -> tuple:
         visitor = visitor_of(request)
         running.end(visitor, COMPARISON, wait=False)
         running.expect(visitor, GENERATION)
-        return clear_previous()
+        cleared = replace(verdict(None), compare_html="", numbers=None, rules_box=gr.update(visible=False),
+                          rules_text="", rules_chart=None)
+        return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
 
     return clear
 
@@ -300,13 +297,6 @@ def expecting(running: Running, kind: str) -> Callable:
         running.expect(visitor_of(request), kind)
 
     return expect
-
-
-def clear_previous() -> tuple:
-    """What belonged to the run shown before a new one, cleared (CLEARED_OUTPUTS, then the file)."""
-    cleared = replace(verdict(None), compare_html="", numbers=None, rules_box=gr.update(visible=False),
-                      rules_text="", rules_chart=None)
-    return cleared.values(CLEARED_OUTPUTS) + (gr.update(visible=False, value=None),)
 
 
 def wire_share(page: Page) -> None:
@@ -334,49 +324,33 @@ def without_heading(markdown: str) -> str:
 
 
 def after_run(page: Page, event: Any) -> Any:
-    """After a run, a comparison or a Stop, in one step (`finishing`): its picture and fold, its file offered, its
-    place on the map, the run recorded among the branches, the follow-up box."""
+    """After a run, a comparison or a Stop, in one step: its picture and fold (`verdict`), its file offered, the run
+    recorded among the branches (`record_branch`), the follow-up box, and its pair's place on the map."""
     parts = page.parts
+    on_map = "pays_chart" in parts
+
+    def finish(run: Any, branches: Any, fork: Any) -> tuple:
+        done = verdict(run).values(VERDICT_OUTPUTS) + (offer_download(run),)
+        if getattr(run, "running", False):  # a newer run, after a comparison it ended: recorded at its own end
+            done += (gr.skip(),) * 5
+        else:
+            done += record_branch(run, branches, fork) + (followup_box(run),)
+        if on_map:  # once a run has measured its costs
+            point = getattr(run, "pays_point", None)
+            done += (gr.skip() if point is None else paysmap.map_update(point),)
+        return done
+
     outputs = page.outputs(VERDICT_OUTPUTS + DOWNLOAD_OUTPUTS) + [
         parts["branches"], page.out["branches"], parts["current"], parts["fork"], parts["followup_row"]]
-    on_map = "pays_chart" in parts
-    event.then(finishing(on_map), inputs=[page.out["run"], parts["branches"], parts["fork"]],
+    event.then(finish, inputs=[page.out["run"], parts["branches"], parts["fork"]],
                outputs=outputs + ([parts["pays_chart"]] if on_map else []), **QUICK)
     return event
 
 
-def finishing(on_map: bool) -> Callable:
-    """`after_run`'s step: (VERDICT_OUTPUTS, DOWNLOAD_OUTPUTS, `recorded`'s five, the map if `on_map`)."""
-    def finish(run: Any, branches: Any, fork: Any) -> tuple:
-        done = verdict(run).values(VERDICT_OUTPUTS) + (offer_download(run),) + recorded(run, branches, fork)
-        return done + (placed_on_map(run),) if on_map else done
-
-    return finish
-
-
-def draw_verdict(page: Page, event: Any) -> None:
-    """After `event`, the run's picture of where its time went and its fold (`verdict`), or both hidden."""
+def offer_followup(page: Page, event: Any) -> None:
+    """After `event` (a branch shown): its `verdict`, and the follow-up box under a finished chat answer."""
     event.then(lambda run: verdict(run).values(VERDICT_OUTPUTS), inputs=[page.out["run"]],
                outputs=page.outputs(VERDICT_OUTPUTS), **QUICK)
-
-
-def placed_on_map(run: Any) -> Any:
-    """The map with this page's pair on it, once a run has measured its costs (else as it is)."""
-    point = getattr(run, "pays_point", None)
-    return gr.skip() if point is None else paysmap.map_update(point)
-
-
-def recorded(run: Any, branches: Any, fork: Any) -> tuple:
-    """The run among the session's branches (`record_branch`), and the follow-up box under it (`followup_box`); a
-    run still writing (a newer one, after a comparison it ended) waits for its own end."""
-    if getattr(run, "running", False):
-        return (gr.skip(),) * 5
-    return record_branch(run, branches, fork) + (followup_box(run),)
-
-
-def offer_followup(page: Page, event: Any) -> None:
-    """After `event` (a branch shown), its picture and fold, and the follow-up box under a finished chat answer."""
-    draw_verdict(page, event)
     event.then(followup_box, inputs=[page.out["run"]], outputs=[page.parts["followup_row"]], **QUICK)
 
 

@@ -12,7 +12,8 @@ import gradio as gr
 
 from ..routing.rules import RULE_TABLE, RULES
 from . import rulewords
-from .controls import PAGE_START, RouterSource, current_router, page_start, trained_on
+from .branches import request_controls
+from .controls import PAGE_START, RouterSource, current_router, trained_on
 from .conversation import (HISTORY_LINK_LIMIT, LINK_LIMIT, TOO_LONG_FOR_A_LINK, history_json, parse_history,
                            waiting_html)
 from .generate import GENERATE_INPUTS, MODES, SETTINGS, EngineProvider, make_generate, request_config
@@ -44,9 +45,7 @@ LINK_RULE_BEFORE = "perplexity"
 
 def page_defaults() -> dict[str, Any]:
     """The controls' values when the page opens (`PAGE_START`), as a link reads and "Copy link" writes them."""
-    values = {name: getattr(PAGE_START, name) for name in SETTINGS}
-    values["history"] = history_json(PAGE_START.history)  # the hidden field's text: "" for none
-    return {"prompt": "", "mode": "chat" if PAGE_START.chat else "raw", **values}
+    return request_controls("", PAGE_START)
 
 
 def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSettings:
@@ -68,18 +67,15 @@ def read_link(query: Mapping[str, str], rules: Sequence[str] = RULES) -> LinkSet
             problems.append(f"{name!r} is not a setting of this page")
             continue
         if name == "rule" and raw in RULE_TABLE and raw not in rules:
-            problems.append(f"rule: the {raw} rule is not offered on this page (it needs a router, and none is "
-                            f"loaded)")
+            problems.append(f"rule: the {raw} rule is not offered on this page (it needs a router, and none is loaded)")
             continue
-        base = {**defaults, **values}
-        if "rule" in values and "threshold" not in values:
-            base["threshold"] = RULE_TABLE[values["rule"]].default  # in the linked rule's units
         try:
-            values[name] = _one(name, raw, base)
+            values[name] = _one(name, raw, {**defaults, **values})
         except ValueError as e:
             problems.append(f"{name}: {e}")
-    if "rule" in values and "threshold" not in values:
-        values["threshold"] = RULE_TABLE[values["rule"]].default
+            continue
+        if name == "rule":  # the threshold in the linked rule's units, unless the link names a good one (read next)
+            values["threshold"] = RULE_TABLE[values["rule"]].default
     return LinkSettings(values, problems, run=query.get("run", "").strip().lower() in ("1", "true", "yes"))
 
 
@@ -91,17 +87,15 @@ def _one(name: str, raw: str, defaults: dict[str, Any]) -> Any:
         if raw not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {raw!r}")
         return raw
+    settings = {**{n: defaults[n] for n in SETTINGS}, name: raw}
     if name == "history":
         if len(raw) > HISTORY_LINK_LIMIT:
             raise ValueError(f"the conversation is {len(raw):,} characters, more than a link carries "
                              f"({HISTORY_LINK_LIMIT:,}); {TOO_LONG_FOR_A_LINK}")
-        history = parse_history(raw)
-        request_config(defaults["mode"], {**{n: defaults[n] for n in SETTINGS}, "history": raw})
-        return history_json(history)
-    settings = {n: defaults[n] for n in SETTINGS}
-    settings[name] = raw
-    if name == "rule":  # a rule alone is judged with its own default threshold
-        settings["threshold"] = RULE_TABLE[raw].default if raw in RULE_TABLE else settings["threshold"]
+        request_config(defaults["mode"], settings)  # parses it, and checks it against the mode
+        return history_json(parse_history(raw))
+    if name == "rule" and raw in RULE_TABLE:  # a rule alone is judged with its own default threshold
+        settings["threshold"] = RULE_TABLE[raw].default
     config = request_config(defaults["mode"], settings)  # the page's one validator, for this setting alone
     return getattr(config, name)
 
@@ -139,7 +133,7 @@ def make_apply_link(router: RouterSource | None = None):
                          rules=rulewords.offered(loaded is not None))
         updates = {name: gr.update(value=link.values[name]) if name in link.values else gr.skip()
                    for name in GENERATE_INPUTS}
-        start = page_start(loaded is not None)  # a link that names no rule: the page's start, as it is now
+        start = PAGE_START  # a link that names no rule: the page's start, as it is now
         rule = link.values.get("rule", start.rule)
         updates["rule"] = gr.update(choices=rulewords.choices(loaded is not None), value=rule,
                                     info=rulewords.rule_info(rule, trained_on(loaded)))

@@ -39,9 +39,8 @@ def rule_changed(rule: Any, run: Run | None, trained_on: str | None = None, budg
     props = rulewords.slider_props(rule)
     if run is not None and not run.running and run.config.rule == rule:
         props["value"] = run.config.threshold
-    slider = gr.update(**props)
     info = gr.update(info=rulewords.rule_info(rule, trained_on))
-    return (info, slider) + whatif_update(props["value"], run, rule, budget).values(WHATIF_OUTPUTS)
+    return (info, gr.update(**props)) + whatif_update(props["value"], run, rule, budget).values(WHATIF_OUTPUTS)
 
 
 def make_rule_changed(router: RouterSource | None = None):
